@@ -1,0 +1,2 @@
+"""babeld: its line protocol (`protocol`), the process (`process`) and its control socket
+(`control`)."""

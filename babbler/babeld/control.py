@@ -1,0 +1,158 @@
+"""A connection to babeld's read-write control socket (`-G`).
+
+One connection carries everything: `monitor` is sent first and the reader runs for the life
+of the connection, so babeld never waits on us (it drops a client that does not read for
+100 ms). Requests are answered in order, so each status line (`ok`/`no`/`bad`) completes the
+oldest pending request; table lines go to the `on_line` callback as they come.
+"""
+
+from __future__ import annotations
+
+import collections
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import structlog
+import trio
+
+from babbler.babeld.protocol import (
+    GreetingLine,
+    ProtocolError,
+    StatusLine,
+    TableLine,
+    parse_line,
+)
+from babbler.errors import BabeldError
+from babbler.lines import TOO_LONG, LineReader
+
+log = structlog.get_logger("babbler.babeld")
+
+# babeld answers in well under a millisecond; a request unanswered this long means it hung.
+REQUEST_DEADLINE = 5.0
+# babeld's socket appears ~0.15 s after spawn; poll for it this often.
+CONNECT_POLL = 0.02
+MAX_LINE = 4096
+
+
+@dataclass
+class Greeting:
+    version: str = ""
+    host: str = ""
+    my_id: str = ""
+
+
+@dataclass
+class _Pending:
+    request: str
+    done: trio.Event = field(default_factory=trio.Event)
+    reply: StatusLine | None = None
+
+
+class BabeldControl:
+    def __init__(self, stream: trio.SocketStream) -> None:
+        self._stream = stream
+        self._reader = LineReader(stream, MAX_LINE)
+        self._pending: collections.deque[_Pending] = collections.deque()
+        self._send_lock = trio.Lock()
+        self.greeting = Greeting()
+        self.closed = False
+
+    async def _next_line(self) -> str:
+        raw = await self._reader.readline()
+        if raw is None:
+            raise BabeldError("babeld closed its control connection")
+        if raw is TOO_LONG:
+            raise BabeldError("babeld sent an over-long line")
+        return raw.decode("utf-8", "replace")
+
+    async def read_greeting(self) -> Greeting:
+        """Read `BABEL 1.0`, version, host, my-id up to `ok`. Raises BabeldError."""
+        while True:
+            text = await self._next_line()
+            try:
+                line = parse_line(text)
+            except ProtocolError as error:
+                raise BabeldError(f"bad greeting from babeld: {error}") from None
+            if isinstance(line, StatusLine):
+                if not line.ok:
+                    raise BabeldError(f"babeld refused the connection: {text}")
+                return self.greeting
+            if isinstance(line, GreetingLine):
+                if line.key == "version":
+                    self.greeting.version = line.value
+                elif line.key == "host":
+                    self.greeting.host = line.value
+                elif line.key == "my-id":
+                    self.greeting.my_id = line.value
+
+    async def read_forever(self, on_line: Callable[[TableLine], None]) -> None:
+        """Read until babeld closes: table lines to `on_line`, status lines to requests.
+        Raises BabeldError when the connection ends or babeld speaks out of turn."""
+        try:
+            while True:
+                text = await self._next_line()
+                try:
+                    line = parse_line(text)
+                except ProtocolError as error:
+                    log.warning("unparsed babeld line", error=str(error))
+                    continue
+                if isinstance(line, TableLine):
+                    on_line(line)
+                elif isinstance(line, StatusLine):
+                    if not self._pending:
+                        raise BabeldError(f"babeld answered a request nobody sent: {text}")
+                    pending = self._pending.popleft()
+                    pending.reply = line
+                    pending.done.set()
+        finally:
+            self.closed = True
+            for pending in self._pending:
+                pending.done.set()
+
+    async def request(self, text: str, deadline: float = REQUEST_DEADLINE) -> StatusLine:
+        """Send one request line and wait for its status line.
+        Raises BabeldError when babeld does not answer within `deadline` or goes away."""
+        if self.closed:
+            raise BabeldError("babeld control connection is closed")
+        pending = _Pending(text)
+        async with self._send_lock:
+            self._pending.append(pending)
+            try:
+                await self._stream.send_all(f"{text}\n".encode())
+            except (trio.BrokenResourceError, trio.ClosedResourceError) as error:
+                raise BabeldError(f"babeld control connection broke: {error}") from None
+        with trio.move_on_after(deadline):
+            await pending.done.wait()
+        if pending.reply is None:
+            if self.closed:
+                raise BabeldError(f"babeld went away before answering {text!r}")
+            raise BabeldError(f"babeld did not answer {text!r} within {deadline:g} s")
+        return pending.reply
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+
+async def connect(path: Path) -> BabeldControl:
+    """Connect to babeld's socket as soon as it exists and read its greeting.
+    Callers bound this with a deadline (babeld may never create it)."""
+    while True:
+        sock = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            await sock.connect(str(path))
+        except (FileNotFoundError, ConnectionRefusedError):
+            sock.close()
+            await trio.sleep(CONNECT_POLL)
+            continue
+        except BaseException:
+            sock.close()
+            raise
+        control = BabeldControl(trio.SocketStream(sock))
+        try:
+            await control.read_greeting()
+        except BaseException:
+            await control.aclose()
+            raise
+        return control

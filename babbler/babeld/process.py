@@ -1,0 +1,168 @@
+"""The babeld child process: arguments, stale-file clean-up, spawn, output, wait and stop.
+
+babeld must never outlive babblerd, also when babblerd is killed with SIGKILL. Linux ties
+PR_SET_PDEATHSIG to the thread that forked, and trio's process helpers fork from worker
+threads that retire when idle (the child then dies ~10 s later, BABELD.md), so babeld is
+forked from the trio thread itself and waited for through a pidfd.
+"""
+
+from __future__ import annotations
+
+import collections
+import ctypes
+import os
+import signal
+import subprocess
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import structlog
+import trio
+
+from babbler.errors import EnvironmentProblem
+
+log = structlog.get_logger("babbler.babeld")
+
+# How long babeld gets to exit after SIGTERM; it takes 30-60 ms when healthy.
+STOP_GRACE = 2.0
+# Lines of babeld's output kept for error messages.
+OUTPUT_TAIL = 20
+PR_SET_PDEATHSIG = 1
+
+
+def babeld_args(
+    program: str,
+    config_file: Path,
+    control_socket: Path,
+    pid_file: Path,
+    state_file: Path,
+    node_range: str,
+    first_interface: str,
+    interface_options: str,
+) -> list[str]:
+    """The exact command line of DESIGN.md "babeld"."""
+    args = [
+        program, "-c", str(config_file), "-G", str(control_socket), "-I", str(pid_file),
+        "-S", str(state_file),
+        "-C", f"redistribute local ip {node_range}",
+        "-C", "redistribute local deny",
+    ]
+    if interface_options:
+        args += ["-C", f"interface {first_interface} {interface_options}"]
+    return [*args, first_interface]
+
+
+def _die_with_parent_hook() -> Callable[[], None]:
+    """A preexec function that makes the child get SIGKILL when this process dies."""
+    parent = os.getpid()
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def hook() -> None:
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:  # the parent died before prctl took effect
+            os._exit(1)
+
+    return hook
+
+
+def _process_name(pid: int) -> str | None:
+    """The name of a live (not zombie) process, or None."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # "pid (comm) state ...": comm may hold spaces and parentheses.
+    name, _, rest = stat.partition("(")[2].rpartition(")")
+    return None if rest.split()[:1] == ["Z"] else name
+
+
+async def clear_stale(pid_file: Path, control_socket: Path) -> int | None:
+    """Stop a babeld left running by an earlier daemon (its pid file names a live babeld),
+    then remove the pid file and socket babeld would refuse to start with.
+    Returns the pid that was stopped, if any."""
+    stopped = None
+    try:
+        pid = int(pid_file.read_text().strip())
+    except (OSError, ValueError):
+        pid = 0
+    if pid > 0 and _process_name(pid) == "babeld":
+        log.warning("stopping stale babeld", pid=pid, pid_file=str(pid_file))
+        os.kill(pid, signal.SIGTERM)
+        with trio.move_on_after(STOP_GRACE):
+            while _process_name(pid) == "babeld":
+                await trio.sleep(0.02)
+        if _process_name(pid) == "babeld":
+            os.kill(pid, signal.SIGKILL)
+        stopped = pid
+    for path in (pid_file, control_socket):
+        if path.is_symlink() or path.exists():
+            path.unlink()
+    return stopped
+
+
+class BabeldProcess:
+    """A running babeld. `pump_output` must run for output to be logged and drained."""
+
+    def __init__(self, args: Sequence[str]) -> None:
+        try:
+            self._popen = subprocess.Popen(  # noqa: ASYNC220 - see module docstring
+                list(args),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                preexec_fn=_die_with_parent_hook(),
+                close_fds=True,
+            )
+        except OSError as error:
+            raise EnvironmentProblem(
+                f"cannot run babeld ({args[0]}): {error.strerror or error}") from None
+        self.pid = self._popen.pid
+        self._pidfd = os.pidfd_open(self.pid)
+        self.tail: collections.deque[str] = collections.deque(maxlen=OUTPUT_TAIL)
+        self.output_done = trio.Event()
+        self.returncode: int | None = None
+
+    async def pump_output(self) -> None:
+        """Log every line babeld prints (component=babeld) until it closes its output."""
+        assert self._popen.stdout is not None
+        stream = trio.lowlevel.FdStream(os.dup(self._popen.stdout.fileno()))
+        self._popen.stdout.close()
+        buffer = b""
+        try:
+            async with stream:
+                while chunk := await stream.receive_some(65536):
+                    buffer += chunk
+                    *lines, buffer = buffer.split(b"\n")
+                    for raw in lines:
+                        self._log_line(raw)
+                if buffer:
+                    self._log_line(buffer)
+        finally:
+            self.output_done.set()
+
+    def _log_line(self, raw: bytes) -> None:
+        text = raw.decode("utf-8", "replace").rstrip()
+        if text:
+            self.tail.append(text)
+            log.info(text, component="babeld", pid=self.pid)
+
+    def output(self) -> str:
+        return " | ".join(self.tail)
+
+    async def wait(self) -> int:
+        """Wait for babeld to exit; returns its status (negative: killed by that signal)."""
+        if self.returncode is None:
+            await trio.lowlevel.wait_readable(self._pidfd)
+            self.returncode = self._popen.wait()
+            os.close(self._pidfd)
+        return self.returncode
+
+    async def stop(self, grace: float = STOP_GRACE) -> int:
+        """SIGTERM, then SIGKILL after `grace` seconds. Safe to call when already exited."""
+        if self.returncode is None and self._popen.poll() is None:
+            self._popen.send_signal(signal.SIGTERM)
+            with trio.move_on_after(grace):
+                return await self.wait()
+            log.warning("babeld ignored SIGTERM, killing it", pid=self.pid, grace=grace)
+            self._popen.kill()
+        return await self.wait()

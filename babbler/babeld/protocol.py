@@ -1,0 +1,89 @@
+"""babeld's control-socket lines, parsed. Pure.
+
+Every line babeld writes is one of:
+- a greeting line: `BABEL 1.0`, `version V`, `host H`, `my-id ID`;
+- a status line ending a request: `ok`, `no[ message]`, `bad[ message]`;
+- a table line: `add|change|flush KIND HANDLE key value key value ...`, KIND being
+  interface, neighbour, route or xroute; HANDLE is babeld's object handle (the interface name
+  for interfaces).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+VERBS = ("add", "change", "flush")
+KINDS = ("interface", "neighbour", "xroute", "route")  # babeld's own dump order
+STATUSES = ("ok", "no", "bad")
+GREETING_KEYS = ("BABEL", "version", "host", "my-id")
+
+
+class ProtocolError(ValueError):
+    """A line that is none of the shapes babeld writes."""
+
+
+@dataclass(frozen=True)
+class TableLine:
+    verb: str
+    kind: str
+    handle: str
+    fields: tuple[tuple[str, str], ...]
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.kind, self.handle)
+
+    @property
+    def body(self) -> str:
+        """Everything after the handle, in babeld's order and spelling."""
+        return " ".join(f"{k} {v}" for k, v in self.fields)
+
+    def field(self, name: str) -> str | None:
+        for key, value in self.fields:
+            if key == name:
+                return value
+        return None
+
+    def render(self, verb: str | None = None) -> str:
+        body = self.body
+        return f"{verb or self.verb} {self.kind} {self.handle}" + (f" {body}" if body else "")
+
+
+@dataclass(frozen=True)
+class StatusLine:
+    status: str  # ok | no | bad
+    message: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+@dataclass(frozen=True)
+class GreetingLine:
+    key: str
+    value: str
+
+
+Line = TableLine | StatusLine | GreetingLine
+
+
+def parse_line(text: str) -> Line:
+    """Parse one line (without its newline). Raises ProtocolError."""
+    words = text.split()
+    if not words:
+        raise ProtocolError("empty line")
+    head = words[0]
+    if head in STATUSES:
+        return StatusLine(head, text[len(head):].strip())
+    if head in GREETING_KEYS:
+        return GreetingLine(head, " ".join(words[1:]))
+    if head in VERBS:
+        if len(words) < 3 or words[1] not in KINDS:
+            raise ProtocolError(f"malformed table line: {text[:80]!r}")
+        rest = words[3:]
+        if len(rest) % 2:
+            raise ProtocolError(f"odd number of fields: {text[:80]!r}")
+        fields = tuple(zip(rest[0::2], rest[1::2], strict=True))
+        return TableLine(head, words[1], words[2], fields)
+    raise ProtocolError(f"unknown line: {text[:80]!r}")

@@ -1,0 +1,82 @@
+"""A small synchronous client of the public socket, for babblerctl, the lab and tests."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from babbler.errors import BabblerError
+
+HEADER_END = "ok"
+
+
+class NotRunning(BabblerError):
+    """Nothing serves the socket."""
+
+
+class Connection:
+    def __init__(self, path: Path, timeout: float | None = 10.0) -> None:
+        self.path = path
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._sock.settimeout(timeout)
+        try:
+            self._sock.connect(str(path))
+        except FileNotFoundError:
+            self._sock.close()
+            raise NotRunning(f"babblerd is not running (no socket at {path})") from None
+        except ConnectionRefusedError:
+            self._sock.close()
+            raise NotRunning(f"babblerd is not running (nothing answers at {path})") from None
+        except PermissionError:
+            self._sock.close()
+            raise NotRunning(f"permission denied on {path}") from None
+        self._file = self._sock.makefile("r", encoding="utf-8", newline="\n")
+        self.header = self._read_until_status()
+
+    def close(self) -> None:
+        self._file.close()
+        self._sock.close()
+
+    def __enter__(self) -> Connection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def readline(self) -> str:
+        line = self._file.readline()
+        if not line:
+            raise BabblerError(f"babblerd closed the connection ({self.path})")
+        return line.rstrip("\n")
+
+    def _read_until_status(self) -> list[str]:
+        lines = []
+        while True:
+            line = self.readline()
+            if line == "ok" or line.startswith(("no", "bad")):
+                if line != "ok":
+                    raise BabblerError(f"babblerd said: {line}")
+                return lines
+            lines.append(line)
+
+    def send(self, request: str) -> None:
+        self._sock.sendall(f"{request}\n".encode())
+
+    def request(self, request: str) -> list[str]:
+        """Send a request; return its data lines (raises on `no`/`bad`)."""
+        self.send(request)
+        return self._read_until_status()
+
+    def lines(self) -> Iterator[str]:
+        while True:
+            yield self.readline()
+
+
+def status(path: Path, timeout: float = 10.0) -> dict[str, Any]:
+    with Connection(path, timeout) as conn:
+        lines = conn.request("status")
+    value: dict[str, Any] = json.loads(lines[0])
+    return value

@@ -1,0 +1,134 @@
+"""`babblerctl`: read a babblerd's state from its public socket (no root needed)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from babbler import __version__
+from babbler.client import Connection
+from babbler.config import DEFAULT_RUN_DIR, SOCKET_NAME
+from babbler.errors import BabblerError
+
+DEFAULT_SOCKET = DEFAULT_RUN_DIR / SOCKET_NAME
+
+
+def _table(rows: list[list[str]], headers: list[str]) -> list[str]:
+    widths = [max(len(str(c)) for c in col) for col in zip(headers, *rows, strict=False)]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    return ["  " + fmt.format(*headers).rstrip()] + ["  " + fmt.format(*r).rstrip() for r in rows]
+
+
+def _text(value: Any) -> str:
+    return "-" if value is None else str(value)
+
+
+def render_status(s: dict[str, Any]) -> str:
+    """The status object as a person reads it."""
+    b = s.get("babeld") or {}
+    lines = [
+        f"node {s['node_id']}  range {s['range']}",
+        f"mode {s['mode']}  mesh {s['mesh']}  clients {s['clients']}",
+        f"babeld {_text(b.get('version'))}  pid {_text(b.get('pid'))}  "
+        f"restarts {b.get('restarts', 0)}",
+    ]
+    if b.get("last_error"):
+        lines.append(f"  last error: {b['last_error']}")
+    lines.append("")
+    if s["interfaces"]:
+        lines.append("interfaces")
+        addresses = {a["interface"]: a["address"] for a in s["addresses"]}
+        lines += _table([[i["name"], i["kind"], "up" if i["up"] else "down",
+                          "yes" if i["babel"] else "no", addresses.get(i["name"], "-")]
+                         for i in s["interfaces"]], ["NAME", "KIND", "STATE", "BABEL", "ADDRESS"])
+    else:
+        lines.append("interfaces: none eligible")
+    if s["neighbours"]:
+        lines.append("neighbours")
+        lines += _table([[n["address"], n["interface"], n["reach"], _text(n["cost"]),
+                          _text(n["rtt"])] for n in s["neighbours"]],
+                        ["ADDRESS", "IF", "REACH", "COST", "RTT"])
+    else:
+        lines.append("neighbours: none")
+    if s["routes"]:
+        lines.append("routes")
+        lines += _table([[r["prefix"], _text(r["metric"]), _text(r["via"]), _text(r["interface"]),
+                          "yes" if r["installed"] else "no"] for r in s["routes"]],
+                        ["PREFIX", "METRIC", "VIA", "IF", "INSTALLED"])
+    else:
+        lines.append("routes: none")
+    return "\n".join(lines)
+
+
+socket_option = click.option(
+    "--socket", "socket_path", type=click.Path(path_type=Path), default=DEFAULT_SOCKET,
+    show_default=True, help="babblerd's public socket")
+
+
+def _run(fn: Any) -> None:
+    try:
+        fn()
+    except BabblerError as error:
+        click.echo(f"babblerctl: {error}", err=True)
+        sys.exit(1)
+    except (BrokenPipeError, KeyboardInterrupt):
+        sys.exit(0)
+    except OSError as error:
+        click.echo(f"babblerctl: {error}", err=True)
+        sys.exit(1)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="babblerctl")
+def main() -> None:
+    """Read the state of a running babblerd: addresses, neighbours, routes, live changes."""
+
+
+@main.command()
+@socket_option
+@click.option("--json", "as_json", is_flag=True, help="print the status object as JSON")
+def status(socket_path: Path, as_json: bool) -> None:
+    """The node's state (does not start an on-demand mesh)."""
+    def go() -> None:
+        with Connection(socket_path) as conn:
+            value = json.loads(conn.request("status")[0])
+        click.echo(json.dumps(value, indent=2) if as_json else render_status(value))
+    _run(go)
+
+
+@main.command()
+@socket_option
+def dump(socket_path: Path) -> None:
+    """babeld's table as babeld lines (does not start an on-demand mesh)."""
+    def go() -> None:
+        with Connection(socket_path) as conn:
+            for line in conn.request("dump"):
+                click.echo(line)
+    _run(go)
+
+
+def _stream(socket_path: Path, request: str) -> None:
+    with Connection(socket_path, timeout=None) as conn:
+        conn.send(request)
+        for line in conn.lines():
+            click.echo(line)
+            if line.startswith(("no ", "bad")):
+                raise BabblerError(f"babblerd said: {line}")
+
+
+@main.command()
+@socket_option
+def monitor(socket_path: Path) -> None:
+    """babeld's table, then live add/change/flush lines (keeps an on-demand mesh up)."""
+    _run(lambda: _stream(socket_path, "monitor"))
+
+
+@main.command()
+@socket_option
+def watch(socket_path: Path) -> None:
+    """A JSON snapshot, then one JSON event per line (keeps an on-demand mesh up)."""
+    _run(lambda: _stream(socket_path, "watch"))

@@ -1,0 +1,45 @@
+"""The exceptions babbler raises on purpose.
+
+    BabblerError            anything babbler reports to a person as one clear line
+    ├── ConfigError         a flag or config-file value is wrong (exit code 2)
+    ├── EnvironmentProblem  the machine is not fit to run on: unsafe directory, no babeld (exit 1)
+    ├── NetlinkError        the kernel refused a netlink request (carries errno)
+    └── BabeldError         babeld misbehaved: exited, no greeting in time, a bad reply
+        └── BabeldExited    the babeld process ended (carries its exit code and last output)
+"""
+
+from __future__ import annotations
+
+
+class BabblerError(Exception):
+    """Base class: the message is meant for a person, in one line."""
+
+
+class ConfigError(BabblerError):
+    """A flag or configuration value is invalid; nothing has been changed."""
+
+
+class EnvironmentProblem(BabblerError):
+    """The machine cannot host the daemon as configured (unsafe directory, missing program)."""
+
+
+class NetlinkError(BabblerError):
+    """The kernel answered a netlink request with an error."""
+
+    def __init__(self, message: str, errno: int) -> None:
+        super().__init__(message)
+        self.errno = errno
+
+
+class BabeldError(BabblerError):
+    """babeld did not behave as its protocol promises."""
+
+
+class BabeldExited(BabeldError):
+    """The babeld process ended; `returncode` is its exit status, `output` its last lines."""
+
+    def __init__(self, returncode: int | None, output: str = "") -> None:
+        detail = f": {output}" if output else ""
+        super().__init__(f"babeld exited with status {returncode}{detail}")
+        self.returncode = returncode
+        self.output = output

@@ -1,0 +1,454 @@
+"""`babbler-lab`: a mesh of N nodes in network namespaces, each running babblerd with real
+babeld, wired by veth pairs. The demo and the integration tests use the same `Lab` class.
+
+Everything a lab creates is named after it (namespaces `bbl-<lab>-n<i>`, files under
+`/tmp/babbler-lab/<lab>`) and recorded in `lab.json`, so that `down` removes exactly that:
+processes are ended by their recorded pid, never by name.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import click
+
+from babbler.addressing import node_range
+from babbler.client import NotRunning, status
+from babbler.ctl import render_status
+from babbler.errors import BabblerError
+from babbler.state import is_usable
+
+LAB_ROOT = Path("/tmp/babbler-lab")
+TOPOLOGIES = ("line", "ring", "star")
+# The lab's links are virtual: name them explicitly (babblerd skips virtual links by default).
+LINK_GLOB = "v*"
+STOP_TIMEOUT = 5.0
+
+
+class LabError(BabblerError):
+    pass
+
+
+def edges(nodes: int, topology: str) -> list[tuple[int, int]]:
+    """Node pairs (1-based) that get a link."""
+    if topology == "line":
+        return [(i, i + 1) for i in range(1, nodes)]
+    if topology == "ring":
+        pairs = [(i, i + 1) for i in range(1, nodes)]
+        return [*pairs, (nodes, 1)] if nodes > 2 else pairs
+    if topology == "star":
+        return [(1, i) for i in range(2, nodes + 1)]
+    raise LabError(f"unknown topology {topology!r} (one of {', '.join(TOPOLOGIES)})")
+
+
+def link_name(here: int, there: int) -> str:
+    return f"v{here}x{there}"
+
+
+def _run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(args, capture_output=True, text=True, check=False)
+    if check and result.returncode != 0:
+        raise LabError(f"{' '.join(args)}: {result.stderr.strip() or result.returncode}")
+    return result
+
+
+def _alive(pid: int, marker: str) -> bool:
+    """The process exists, is not a zombie, and its command line contains `marker`."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[:1] != ["Z"] and marker in cmdline
+
+
+def _end(pid: int, marker: str, timeout: float = STOP_TIMEOUT) -> None:
+    """SIGTERM the process if it is still the one we started, then SIGKILL after `timeout`."""
+    if not _alive(pid, marker):
+        return
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not _alive(pid, marker):
+            return
+        time.sleep(0.02)
+    os.kill(pid, signal.SIGKILL)
+
+
+@dataclass
+class Node:
+    index: int
+    netns: str
+    base: str
+    pid: int | None = None
+
+    @property
+    def name(self) -> str:
+        return f"n{self.index}"
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.base) / "run"
+
+    @property
+    def state_dir(self) -> Path:
+        return Path(self.base) / "state"
+
+    @property
+    def socket(self) -> Path:
+        return self.run_dir / "babblerd.sock"
+
+    @property
+    def log(self) -> Path:
+        return Path(self.base) / "babblerd.log"
+
+
+@dataclass
+class Lab:
+    name: str
+    topology: str
+    nodes: list[Node] = field(default_factory=list)
+    links: list[tuple[int, int]] = field(default_factory=list)
+    daemon_args: list[str] = field(default_factory=list)
+
+    @property
+    def base(self) -> Path:
+        return LAB_ROOT / self.name
+
+    def save(self) -> None:
+        self.base.mkdir(parents=True, exist_ok=True)
+        (self.base / "lab.json").write_text(json.dumps(asdict(self), indent=1))
+
+    @classmethod
+    def load(cls, name: str) -> Lab:
+        try:
+            data = json.loads((LAB_ROOT / name / "lab.json").read_text())
+        except FileNotFoundError:
+            raise LabError(f"no lab named {name!r} is up (no {LAB_ROOT / name}/lab.json)") from None
+        data["nodes"] = [Node(**n) for n in data["nodes"]]
+        data["links"] = [tuple(pair) for pair in data["links"]]
+        return cls(**data)
+
+    def node(self, name: str) -> Node:
+        for node in self.nodes:
+            if name in (node.name, str(node.index), node.netns):
+                return node
+        raise LabError(f"no node {name!r} in lab {self.name} (nodes: n1..n{len(self.nodes)})")
+
+    # -- building ------------------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, name: str, nodes: int, topology: str, daemon_args: list[str]) -> Lab:
+        """Namespaces and links only; `start` runs the daemons. Cleans up after itself on error."""
+        if not 1 <= nodes <= 64:
+            raise LabError("--nodes must be between 1 and 64")
+        if (LAB_ROOT / name / "lab.json").exists():
+            raise LabError(f"lab {name!r} is already up; run `babbler-lab --name {name} down`")
+        lab = cls(name, topology, links=edges(nodes, topology), daemon_args=daemon_args)
+        try:
+            for i in range(1, nodes + 1):
+                node = Node(i, f"bbl-{name}-n{i}", str(lab.base / f"n{i}"))
+                _run("ip", "netns", "add", node.netns)
+                lab.nodes.append(node)
+                lab.save()
+                _run("ip", "-n", node.netns, "link", "set", "lo", "up")
+                # Virtual links come up at once; skip duplicate address detection so the
+                # link-local is usable at once too (real links pay ~1 s of DAD here).
+                _run("ip", "netns", "exec", node.netns, "sysctl", "-qw",
+                     "net.ipv6.conf.default.accept_dad=0", "net.ipv6.conf.all.accept_dad=0")
+            for a, b in lab.links:
+                lab.add_link(a, b)
+        except BaseException:
+            lab.down()
+            raise
+        return lab
+
+    def add_link(self, a: int, b: int) -> None:
+        na, nb = self.nodes[a - 1], self.nodes[b - 1]
+        _run("ip", "link", "add", link_name(a, b), "netns", na.netns, "type", "veth",
+             "peer", "name", link_name(b, a), "netns", nb.netns)
+        _run("ip", "-n", na.netns, "link", "set", link_name(a, b), "up")
+        _run("ip", "-n", nb.netns, "link", "set", link_name(b, a), "up")
+
+    def start(self, node: Node, extra: list[str] | None = None) -> None:
+        """Start babblerd in the node's namespace and wait until its socket answers."""
+        node.run_dir.mkdir(parents=True, exist_ok=True)
+        args = ["ip", "netns", "exec", node.netns, sys.executable, "-m", "babbler.cli",
+                "--run-dir", str(node.run_dir), "--state-dir", str(node.state_dir),
+                "--interface", LINK_GLOB, "--log-format", "json", *self.daemon_args,
+                *(extra or [])]
+        with node.log.open("ab") as log:
+            process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                       start_new_session=True)
+        node.pid = process.pid
+        self.save()
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise LabError(f"babblerd on {node.name} exited with {process.returncode}; "
+                               f"see {node.log}")
+            try:
+                status(node.socket, timeout=2)
+                return
+            except (NotRunning, OSError):
+                time.sleep(0.02)
+        raise LabError(f"babblerd on {node.name} did not serve {node.socket} within 15 s")
+
+    def start_all(self) -> None:
+        for node in self.nodes:
+            self.start(node)
+
+    def stop(self, node: Node, sig: int = signal.SIGTERM) -> None:
+        if node.pid is None:
+            return
+        if sig == signal.SIGTERM:
+            _end(node.pid, "babbler.cli")
+        elif _alive(node.pid, "babbler.cli"):
+            os.kill(node.pid, sig)
+        node.pid = None
+        self.save()
+
+    def down(self) -> None:
+        """Stop every daemon we started, any babeld they left, delete namespaces and files."""
+        for node in self.nodes:
+            if node.pid is not None:
+                _end(node.pid, "babbler.cli")
+            try:
+                babeld = int((node.run_dir / "private" / "babeld.pid").read_text())
+                _end(babeld, "babeld")
+            except (OSError, ValueError):
+                pass
+        existing = _run("ip", "netns", "list", check=False).stdout.split()
+        for node in self.nodes:
+            if node.netns in existing:
+                _run("ip", "netns", "del", node.netns, check=False)
+        shutil.rmtree(self.base, ignore_errors=True)
+
+    # -- looking -------------------------------------------------------------------------------
+
+    def status(self, node: Node) -> dict[str, Any]:
+        return status(node.socket)
+
+    def exec(self, node: Node, *cmd: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["ip", "netns", "exec", node.netns, *cmd], capture_output=True,
+                              text=True, timeout=timeout, check=False)
+
+    def ping(self, source: Node, address: str, wait: float = 1) -> bool:
+        result = self.exec(source, "ping", "-6", "-c", "1", "-W", f"{wait:g}", address)
+        return result.returncode == 0
+
+    def routes_complete(self) -> bool:
+        """Every node has a usable route into every other running node's range."""
+        states = {n.index: self.status(n) for n in self.nodes if n.pid is not None}
+        ranges = {i: node_range(int(s["node_id"], 16)) for i, s in states.items()}
+        for i, s in states.items():
+            usable = [r["prefix"] for r in s["routes"] if is_usable(r)]
+            for j, other in ranges.items():
+                if j != i and not any(_within(p, other) for p in usable):
+                    return False
+        return True
+
+    def addresses(self) -> dict[int, str]:
+        """Node index -> its first mesh address (running nodes that have one)."""
+        out = {}
+        for node in self.nodes:
+            if node.pid is not None:
+                addresses = self.status(node)["addresses"]
+                if addresses:
+                    out[node.index] = addresses[0]["address"]
+        return out
+
+    def all_pairs_ping(self) -> list[tuple[int, int]]:
+        """Pairs (from, to) that do not answer a ping; empty when the mesh is complete."""
+        addresses = self.addresses()
+        return [(src.index, dst) for src in self.nodes if src.pid is not None
+                for dst, address in addresses.items()
+                if dst != src.index and not self.ping(src, address)]
+
+    def wait_reachable(self, timeout: float) -> float:
+        """Wait until every node has routes to and pings every other; seconds it took."""
+        start = time.monotonic()
+        deadline = start + timeout
+        while time.monotonic() < deadline:
+            if len(self.addresses()) == len([n for n in self.nodes if n.pid]) and \
+                    self.routes_complete() and not self.all_pairs_ping():
+                return time.monotonic() - start
+            time.sleep(0.05)
+        raise LabError(f"mesh not fully reachable within {timeout:g} s")
+
+
+def _within(prefix: str, network: Any) -> bool:
+    from ipaddress import IPv6Network
+
+    try:
+        return bool(IPv6Network(prefix, strict=False).subnet_of(network))
+    except ValueError:
+        return False
+
+
+def farthest(lab: Lab, source: int = 1) -> int:
+    """The node with the most hops from `source` (breadth-first over the lab's links)."""
+    hops = {source: 0}
+    frontier = [source]
+    while frontier:
+        nxt = []
+        for here in frontier:
+            for a, b in lab.links:
+                for x, y in ((a, b), (b, a)):
+                    if x == here and y not in hops:
+                        hops[y] = hops[here] + 1
+                        nxt.append(y)
+        frontier = nxt
+    return max(hops, key=lambda i: (hops[i], i))
+
+
+# -- command line ------------------------------------------------------------------------------
+
+name_option = click.option("--name", default="lab", show_default=True,
+                           help="lab name (namespaces are bbl-NAME-n1...)")
+
+
+def _guard(fn: Any) -> None:
+    try:
+        fn()
+    except BabblerError as error:
+        click.echo(f"babbler-lab: {error}", err=True)
+        sys.exit(1)
+
+
+def _need_root() -> None:
+    if os.geteuid() != 0:
+        click.echo("babbler-lab: must run as root (it creates network namespaces)", err=True)
+        sys.exit(1)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def main() -> None:
+    """A babbler mesh of N nodes in network namespaces, with real babeld (needs root)."""
+
+
+def _bring_up(name: str, nodes: int, topology: str, hello: float | None, mode: str,
+              wait: float | None) -> Lab:
+    daemon_args = ["--mode", mode] + (["--hello-interval", f"{hello:g}"] if hello else [])
+    started = time.monotonic()
+    lab = Lab.create(name, nodes, topology, daemon_args)
+    try:
+        lab.start_all()
+        click.echo(f"lab {name}: {nodes} nodes, {topology}, babblerd serving on all "
+                   f"({time.monotonic() - started:.2f} s)")
+        if wait:
+            lab.wait_reachable(wait)
+            click.echo(f"lab {name}: every node reaches every other "
+                       f"({time.monotonic() - started:.2f} s after up)")
+    except BaseException:
+        lab.down()
+        raise
+    return lab
+
+
+up_options = [
+    click.option("--nodes", default=4, show_default=True, type=click.IntRange(1, 64)),
+    click.option("--topology", default="ring", show_default=True, type=click.Choice(TOPOLOGIES)),
+    click.option("--hello-interval", type=float, default=None,
+                 help="babblerd --hello-interval [default: babblerd's]"),
+    click.option("--mode", default="always", show_default=True,
+                 type=click.Choice(["always", "on-demand"])),
+]
+
+
+def _with(options: list[Any]) -> Any:
+    def apply(fn: Any) -> Any:
+        for option in reversed(options):
+            fn = option(fn)
+        return fn
+    return apply
+
+
+@main.command()
+@name_option
+@_with(up_options)
+@click.option("--wait", type=float, default=None, metavar="SECONDS",
+              help="wait until every node pings every other, at most this long")
+def up(name: str, nodes: int, topology: str, hello_interval: float | None, mode: str,
+       wait: float | None) -> None:
+    """Create the namespaces and links and start babblerd on every node."""
+    _need_root()
+    _guard(lambda: _bring_up(name, nodes, topology, hello_interval, mode, wait))
+
+
+@main.command("status")
+@name_option
+@click.argument("node", required=False)
+def lab_status(name: str, node: str | None) -> None:
+    """babblerctl status of NODE (n1, n2...), or one line per node."""
+    def go() -> None:
+        lab = Lab.load(name)
+        if node:
+            click.echo(render_status(lab.status(lab.node(node))))
+            return
+        for n in lab.nodes:
+            try:
+                s = lab.status(n)
+                usable = sum(1 for r in s["routes"] if is_usable(r))
+                click.echo(f"{n.name}  {s['node_id']}  mesh {s['mesh']:<8}  "
+                           f"neighbours {len(s['neighbours'])}  usable routes {usable}")
+            except NotRunning:
+                click.echo(f"{n.name}  not running")
+    _guard(go)
+
+
+@main.command("exec", context_settings={"ignore_unknown_options": True})
+@name_option
+@click.argument("node")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def lab_exec(name: str, node: str, command: tuple[str, ...]) -> None:
+    """Run COMMAND inside NODE's namespace: babbler-lab exec n1 -- ping fde0:..."""
+    _need_root()
+    def go() -> None:
+        target = Lab.load(name).node(node)
+        os.execvp("ip", ["ip", "netns", "exec", target.netns, *command])
+    _guard(go)
+
+
+@main.command()
+@name_option
+def down(name: str) -> None:
+    """Stop the lab's daemons and delete its namespaces and files."""
+    _need_root()
+    _guard(lambda: Lab.load(name).down())
+    click.echo(f"lab {name}: down")
+
+
+@main.command()
+@name_option
+@_with(up_options)
+def demo(name: str, nodes: int, topology: str, hello_interval: float | None, mode: str) -> None:
+    """Up a mesh, show node 1's status, ping the farthest node, tear it all down."""
+    _need_root()
+    def go() -> None:
+        lab = _bring_up(name, nodes, topology, hello_interval, mode, wait=60)
+        try:
+            first = lab.nodes[0]
+            click.echo(f"\n$ babblerctl status --socket {first.socket}")
+            click.echo(render_status(lab.status(first)))
+            far = lab.nodes[farthest(lab) - 1]
+            address = lab.status(far)["addresses"][0]["address"]
+            click.echo(f"\n$ babbler-lab exec {first.name} -- ping -c 3 {address}   "
+                       f"# {far.name}, the farthest node")
+            result = lab.exec(first, "ping", "-6", "-c", "3", "-i", "0.2", address)
+            click.echo(result.stdout.rstrip() or result.stderr.rstrip())
+            if result.returncode != 0:
+                raise LabError(f"ping from {first.name} to {far.name} failed")
+        finally:
+            lab.down()
+            click.echo(f"\nlab {name}: down")
+    _guard(go)

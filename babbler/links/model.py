@@ -1,0 +1,128 @@
+"""What the daemon knows about the machine's links, and which of them the mesh uses.
+
+Pure: snapshots are values, built by a platform backend (`links.linux`) and compared here.
+Events are triggers, not truth: a backend re-reads everything, and `diff` says what changed.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from ipaddress import IPv6Address
+
+ARPHRD_ETHER = 1
+# Link kinds that are never physical, even when their type is Ethernet.
+VIRTUAL_KINDS = frozenset(
+    {"bridge", "bond", "vlan", "macvlan", "macvtap", "ipvlan", "veth", "vxlan", "dummy",
+     "tun", "tap", "team", "wireguard", "geneve", "vrf", "gre", "gretap", "ip6gre", "ip6tnl"}
+)
+THUNDERBOLT_DRIVER = "thunderbolt-net"
+
+
+@dataclass(frozen=True)
+class Link:
+    """One network link as the kernel reports it."""
+
+    name: str
+    index: int
+    arp_type: int = ARPHRD_ETHER
+    kind: str | None = None  # netlink link kind ("veth", "bridge"); None for hardware
+    has_device: bool = False  # backed by a device (sysfs `device` link)
+    wireless: bool = False
+    driver: str | None = None
+    master: int | None = None  # index of the bridge/bond it is enslaved to
+    up: bool = False  # administratively up (IFF_UP)
+    link_local: bool = False  # holds a usable (not tentative) fe80::/10 address
+    addresses: frozenset[IPv6Address] = field(default_factory=frozenset)  # non-link-local
+
+    @property
+    def is_thunderbolt(self) -> bool:
+        return self.driver == THUNDERBOLT_DRIVER or self.name.startswith("thunderbolt")
+
+    @property
+    def is_physical(self) -> bool:
+        """A wired link of real hardware: what the mesh uses when no --interface is given."""
+        if self.is_thunderbolt:
+            return self.arp_type == ARPHRD_ETHER and self.master is None
+        return (
+            self.arp_type == ARPHRD_ETHER
+            and self.has_device
+            and self.kind is None
+            and not self.wireless
+            and self.master is None
+        )
+
+    @property
+    def category(self) -> str:
+        """`thunderbolt`, `ethernet` or `other`, as `status` reports it."""
+        if self.is_thunderbolt:
+            return "thunderbolt"
+        if self.is_physical:
+            return "ethernet"
+        return "other"
+
+
+Snapshot = Mapping[str, Link]
+
+
+@dataclass(frozen=True)
+class Selector:
+    """Which links the mesh may use: `--interface` globs (exactly those), else physical links;
+    `--exclude` globs always win."""
+
+    interface: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+
+    def selects(self, link: Link) -> bool:
+        if any(fnmatch.fnmatchcase(link.name, pattern) for pattern in self.exclude):
+            return False
+        if self.interface:
+            return any(fnmatch.fnmatchcase(link.name, pattern) for pattern in self.interface)
+        return link.is_physical
+
+    def usable(self, link: Link) -> bool:
+        """Selected, up, and with a link-local address babeld can send from."""
+        return self.selects(link) and link.up and link.link_local
+
+
+def selected_links(snapshot: Snapshot, selector: Selector) -> list[Link]:
+    return sorted((ln for ln in snapshot.values() if selector.selects(ln)), key=lambda ln: ln.name)
+
+
+def usable_names(snapshot: Snapshot, selector: Selector) -> set[str]:
+    return {name for name, link in snapshot.items() if selector.usable(link)}
+
+
+@dataclass(frozen=True)
+class LinkDiff:
+    """What changed between two snapshots, for acting and for the log line that says why."""
+
+    added: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    changed: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (name, fields that changed)
+
+    def __bool__(self) -> bool:
+        return bool(self.added or self.removed or self.changed)
+
+    def reasons(self) -> list[str]:
+        out = [f"{name} appeared" for name in self.added]
+        out += [f"{name} disappeared" for name in self.removed]
+        out += [f"{name}: {', '.join(fields)} changed" for name, fields in self.changed]
+        return out
+
+
+_COMPARED = ("index", "up", "link_local", "addresses", "master", "kind", "arp_type")
+
+
+def diff(old: Snapshot, new: Snapshot) -> LinkDiff:
+    changed = []
+    for name in sorted(old.keys() & new.keys()):
+        fields = tuple(f for f in _COMPARED if getattr(old[name], f) != getattr(new[name], f))
+        if fields:
+            changed.append((name, fields))
+    return LinkDiff(
+        added=tuple(sorted(new.keys() - old.keys())),
+        removed=tuple(sorted(old.keys() - new.keys())),
+        changed=tuple(changed),
+    )

@@ -1,0 +1,55 @@
+"""The daemon's directories: created with the right modes, refused when unsafe.
+
+A run or state directory that is a symlink, or (when running as root) owned by another user,
+could let someone else redirect what root writes; the daemon refuses it with a clear message.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from babbler.errors import EnvironmentProblem
+
+
+def ensure_dir(path: Path, mode: int) -> None:
+    """Create `path` (and missing parents) with `mode`, or check an existing one is safe and
+    give it `mode`. Raises EnvironmentProblem."""
+    try:
+        info = path.lstat()
+    except FileNotFoundError:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.mkdir(mode=mode)
+            os.chmod(path, mode)  # mkdir follows the umask
+        except OSError as error:
+            raise EnvironmentProblem(f"cannot create {path}: {error.strerror or error}") from None
+        return
+    if stat.S_ISLNK(info.st_mode):
+        raise EnvironmentProblem(f"refusing {path}: it is a symlink")
+    if not stat.S_ISDIR(info.st_mode):
+        raise EnvironmentProblem(f"refusing {path}: not a directory")
+    if os.geteuid() == 0 and info.st_uid != 0:
+        raise EnvironmentProblem(f"refusing {path}: owned by uid {info.st_uid}, not root")
+    if stat.S_IMODE(info.st_mode) != mode:
+        try:
+            os.chmod(path, mode)
+        except OSError as error:
+            raise EnvironmentProblem(
+                f"cannot set mode {mode:o} on {path}: {error.strerror or error}") from None
+
+
+def prepare(run_dir: Path, private_dir: Path, state_dir: Path) -> str | None:
+    """Set up the run, private and state directories. A state directory that cannot be
+    created or written is not fatal (the node id is then held in memory): the reason is
+    returned. Raises EnvironmentProblem for the run directories or an unsafe state dir."""
+    ensure_dir(run_dir, 0o755)
+    ensure_dir(private_dir, 0o700)
+    try:
+        ensure_dir(state_dir, 0o700)
+    except EnvironmentProblem as problem:
+        if state_dir.is_symlink() or (state_dir.exists() and "owned by" in str(problem)):
+            raise
+        return str(problem)
+    return None

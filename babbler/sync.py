@@ -1,0 +1,40 @@
+"""Small trio synchronisation helpers."""
+
+from __future__ import annotations
+
+import trio
+
+
+class Signal:
+    """A broadcast wake-up: `notify()` wakes everyone waiting on the event they took.
+
+    Take the event *before* reading the state it guards, then wait on it, so that a change
+    between the read and the wait is never missed:
+        event = signal.event(); look at state; await event.wait()
+    """
+
+    def __init__(self) -> None:
+        self._event = trio.Event()
+
+    def event(self) -> trio.Event:
+        return self._event
+
+    def notify(self) -> None:
+        self._event.set()
+        self._event = trio.Event()
+
+
+class Backoff:
+    """Exponential back-off: initial, doubled each time, capped; `reset` after stability."""
+
+    def __init__(self, initial: float = 0.1, cap: float = 30.0, factor: float = 2.0) -> None:
+        self.initial, self.cap, self.factor = initial, cap, factor
+        self._next = initial
+
+    def next(self) -> float:
+        delay = self._next
+        self._next = min(self._next * self.factor, self.cap)
+        return delay
+
+    def reset(self) -> None:
+        self._next = self.initial
