@@ -153,7 +153,7 @@ def validate(key: str, value: Any) -> Any:
         return _node_id(key, value)
     if key == "babeld":
         return _babeld(key, value)
-    raise ConfigError(f"unknown setting {key!r} (known: {', '.join(sorted(KEYS))})")
+    raise ConfigError(f"unknown key {key!r} (known: {', '.join(sorted(KEYS))})")
 
 
 def read_file(path: Path) -> dict[str, Any]:
@@ -187,10 +187,6 @@ def build(flags: Mapping[str, Any], config_path: Path | None = None) -> Config:
             values[KEYS[key]] = validate(key, raw)
         except ConfigError as error:
             raise ConfigError(f"config {path}: {error}") from None
-        except KeyError:
-            raise ConfigError(
-                f"config {path}: unknown key {key!r} (known: {', '.join(sorted(KEYS))})"
-            ) from None
     for key, raw in flags.items():
         try:
             values[KEYS[key]] = validate(key, raw)

@@ -76,12 +76,20 @@ class Client:
 
 
 class Hub:
-    """The set of connected clients, and fan-out to the subscribed ones."""
+    """The set of connected clients, and fan-out to the subscribed ones.
+
+    Published lines and events are gathered and flushed together, one queue item per client
+    per flush: babeld writes lines in bursts, and one item per line would overflow every
+    queue from scheduling alone. `run` flushes whenever something was published; `flush` is
+    also called before a client subscribes, so its snapshot and the stream never overlap.
+    """
 
     def __init__(self, on_subscribers_changed: Callable[[], None] = lambda: None) -> None:
         self.clients: set[Client] = set()
         self._counter = 0
         self._on_change = on_subscribers_changed
+        self._pending: list[tuple[bool, str]] = []  # (is a watch event, text with newline)
+        self._wake = trio.Event()
 
     @property
     def subscribers(self) -> int:
@@ -103,22 +111,35 @@ class Hub:
         self._on_change()
 
     def publish_lines(self, lines: list[str]) -> None:
-        """Live babeld lines to `monitor` clients."""
-        if not lines:
-            return
-        text = "".join(f"{line}\n" for line in lines)
-        for client in list(self.clients):
-            if client.monitor:
-                client.offer(text)
+        """Live babeld lines for `monitor` clients."""
+        if lines and any(c.monitor for c in self.clients):
+            self._pending.extend((False, f"{line}\n") for line in lines)
+            self._wake.set()
 
     def publish_event(self, event: dict[str, Any]) -> None:
-        """One JSON event to `watch` clients."""
-        if not any(c.watch for c in self.clients):
+        """One JSON event for `watch` clients."""
+        if any(c.watch for c in self.clients):
+            self._pending.append((True, encode_json(event) + "\n"))
+            self._wake.set()
+
+    def flush(self) -> None:
+        if not self._pending:
             return
-        text = encode_json(event) + "\n"
+        pending, self._pending = self._pending, []
+        lines = "".join(text for is_event, text in pending if not is_event)
+        events = "".join(text for is_event, text in pending if is_event)
+        both = "".join(text for _, text in pending)
         for client in list(self.clients):
-            if client.watch:
+            text = both if client.monitor and client.watch else (
+                lines if client.monitor else events if client.watch else "")
+            if text:
                 client.offer(text)
+
+    async def run(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake = trio.Event()
+            self.flush()
 
 
 def _answer(client: Client, hub: Hub, view: View, name: str) -> bool:
@@ -129,7 +150,9 @@ def _answer(client: Client, hub: Hub, view: View, name: str) -> bool:
         client.offer("".join(f"{line}\n" for line in view.dump_lines()) + "ok\n")
     elif name == "monitor":
         if not client.monitor:
-            # Snapshot and subscription happen with no await between: nothing is missed.
+            # Snapshot and subscription happen with no await between: nothing is missed,
+            # and nothing published before the snapshot is sent again after it.
+            hub.flush()
             client.offer("".join(f"{line}\n" for line in view.dump_lines()) + "ok\n")
             client.monitor = True
             hub.subscription_changed()
@@ -147,6 +170,7 @@ def _answer(client: Client, hub: Hub, view: View, name: str) -> bool:
         if client.watch:
             client.offer("bad already watching\n")
         else:
+            hub.flush()
             client.offer(encode_json({"type": "snapshot", "status": view.status()}) + "\n")
             client.watch = True
             hub.subscription_changed()
@@ -269,6 +293,7 @@ async def serve(
     try:
         async with trio.open_nursery() as nursery:
             listeners = [trio.SocketListener(sock)]
+            nursery.start_soon(hub.run)
             await nursery.start(trio.serve_listeners, partial(handle_client, hub, view), listeners)
             log.info("serving", socket=str(path))
             task_status.started()

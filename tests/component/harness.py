@@ -1,0 +1,149 @@
+"""Run a real Daemon in-process against a FakeKernel and the fake babeld program, and talk
+to it through its real Unix socket."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import trio
+
+from babbler import paths
+from babbler.config import Config
+from babbler.daemon import Daemon
+from babbler.lines import TOO_LONG, LineReader
+from babbler.links.model import Link
+from babbler.nodeid import NodeId
+from tests.fakes.kernel import FakeKernel
+
+FAKE = Path(__file__).parent.parent / "fakes" / "fake_babeld.py"
+NODE = NodeId(0x1A2B3C4D5E6F, "flag")
+WAIT = 10.0  # generous: the machine is shared
+
+
+def veth(name: str, index: int) -> Link:
+    return Link(name, index, kind="veth", up=True, link_local=True)
+
+
+def alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[:1] != ["Z"]
+
+
+async def eventually(check: Callable[[], object], timeout: float = WAIT, what: str = "") -> None:
+    with trio.move_on_after(timeout):
+        while not check():
+            await trio.sleep(0.01)
+        return
+    raise AssertionError(f"not within {timeout} s: {what or check}")
+
+
+class Fake:
+    """The fake babeld's side of things: its log, the pids it ran."""
+
+    def __init__(self, base: Path) -> None:
+        self.log = base / "fake.log"
+        self.log.touch()
+        self._kept: list[str] | None = None
+
+    def keep(self) -> None:
+        """Read the log into memory before its directory goes."""
+        self._kept = self.lines()
+
+    def lines(self) -> list[str]:
+        if self._kept is not None:
+            return self._kept
+        return self.log.read_text().splitlines()
+
+    def starts(self) -> list[tuple[int, float]]:
+        return [(int(x.split()[1]), float(x.split()[2])) for x in self.lines()
+                if x.startswith("start ")]
+
+    def requests(self) -> list[str]:
+        return [x.removeprefix("request ") for x in self.lines() if x.startswith("request ")]
+
+
+class Client:
+    def __init__(self, stream: trio.SocketStream) -> None:
+        self.stream = stream
+        self.reader = LineReader(stream, 1 << 20)
+
+    async def readline(self, timeout: float = WAIT) -> str | None:
+        with trio.fail_after(timeout):
+            raw = await self.reader.readline()
+        assert raw is not TOO_LONG
+        return None if raw is None else raw.decode()
+
+    async def send(self, text: str | bytes) -> None:
+        await self.stream.send_all(text if isinstance(text, bytes) else f"{text}\n".encode())
+
+    async def until_status(self) -> list[str]:
+        """Data lines up to and excluding the next ok/no/bad; the status line is appended."""
+        lines = []
+        while True:
+            line = await self.readline()
+            assert line is not None, "connection closed"
+            lines.append(line)
+            if line == "ok" or line.startswith(("no", "bad")):
+                return lines
+
+    async def request(self, text: str) -> list[str]:
+        await self.send(text)
+        return await self.until_status()
+
+    async def aclose(self) -> None:
+        await self.stream.aclose()
+
+
+_opened: list[Client] = []  # closed when the daemon of `running` stops
+
+
+async def connect(path: Path, read_header: bool = True) -> Client:
+    sock = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    await sock.connect(str(path))
+    client = Client(trio.SocketStream(sock))
+    _opened.append(client)
+    if read_header:
+        assert (await client.until_status())[-1] == "ok"
+    return client
+
+
+@asynccontextmanager
+async def running(kernel: FakeKernel, fake_mode: str = "normal", chatter: str | None = None,
+                  **settings: object) -> AsyncIterator[tuple[Daemon, Fake]]:
+    base = Path(tempfile.mkdtemp(prefix="bbc", dir="/tmp"))  # short: socket paths < 108 bytes
+    fake = Fake(base)
+    wrapper = base / "babeld"
+    env = {"FAKE_BABELD_MODE": fake_mode, "FAKE_BABELD_LOG": str(fake.log)}
+    if chatter:
+        env["FAKE_BABELD_CHATTER"] = chatter
+    exports = "".join(f"export {k}='{v}'\n" for k, v in env.items())
+    wrapper.write_text(f"#!/bin/sh\n{exports}exec {sys.executable} {FAKE} \"$@\"\n")
+    wrapper.chmod(0o755)
+    config = Config(run_dir=base / "run", state_dir=base / "state", babeld=str(wrapper),
+                    interface=("v*",), **settings)  # type: ignore[arg-type]
+    paths.prepare(config.run_dir, config.private_dir, config.state_dir)
+    daemon = Daemon(config, {}, kernel, NODE)
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(daemon.run)
+            yield daemon, fake
+            nursery.cancel_scope.cancel()
+    finally:
+        with trio.CancelScope(shield=True):
+            while _opened:
+                await _opened.pop().aclose()
+        fake.keep()
+        for pid, _ in fake.starts():
+            if alive(pid):
+                os.kill(pid, 9)
+        shutil.rmtree(base, ignore_errors=True)

@@ -1,0 +1,227 @@
+"""The daemon against a fake babeld: supervision, the client protocol, on-demand lifecycle."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+
+import pytest
+import trio
+
+from babbler import mesh, server
+from babbler.addressing import interface_address
+from tests.component.harness import NODE, alive, connect, eventually, running, veth
+from tests.fakes.kernel import FakeKernel
+
+MINE = str(interface_address(NODE.value, 1))
+
+
+async def test_always_mode_runs_babeld_and_serves_its_table() -> None:
+    kernel = FakeKernel(veth("v1x2", 2))
+    async with running(kernel, mode="always") as (daemon, fake):
+        await eventually(lambda: daemon.mesh.state == "running", what="mesh running")
+        client = await connect(daemon.config.socket_path)
+        status = json.loads((await client.request("status"))[0])
+        assert status["mesh"] == "running"
+        assert status["node_id"] == "1a2b3c4d5e6f"
+        assert status["addresses"] == [{"interface": "v1x2", "address": MINE}]
+        assert status["interfaces"] == [{"name": "v1x2", "kind": "other", "up": True, "babel": True}]
+        assert status["routes"][0]["prefix"] == "fde0:20c6:1fa7:ffff:aaaa:bbbb:cccc:1/128"
+        assert status["neighbours"][0]["reach"] == "ffff"
+        assert status["babeld"]["pid"] == fake.starts()[0][0]
+        dump = await client.request("dump")
+        assert dump[0] == "add interface v1x2 up true ipv6 fe80::1"
+        assert dump[-1] == "ok" and len(dump) == 5
+        assert MINE in kernel.addresses("v1x2")
+
+
+async def test_header_is_shaped_like_babelds() -> None:
+    async with running(FakeKernel(veth("v1x2", 2))) as (daemon, _):
+        client = await connect(daemon.config.socket_path, read_header=False)
+        header = [await client.readline() for _ in range(5)]
+        assert header[0] == "BABEL 1.0"
+        assert header[1].startswith("version babblerd-")
+        assert header[2].startswith("host ")
+        assert header[3].startswith("my-id ")
+        assert header[4] == "ok"
+
+
+async def test_interfaces_follow_links_and_refusals_are_survived() -> None:
+    kernel = FakeKernel(veth("v1x2", 2))
+    async with running(kernel, mode="always") as (daemon, fake):
+        await eventually(lambda: daemon.mesh.state == "running")
+        kernel.set_link(veth("v1x3", 3))
+        await eventually(lambda: "interface v1x3 hello-interval 0.25" in fake.requests())
+        kernel.remove_link("v1x3")
+        await eventually(lambda: "flush interface v1x3" in fake.requests())
+        assert daemon.mesh.told == {"v1x2"}
+
+
+async def test_refused_interface_is_reported_not_fatal() -> None:
+    kernel = FakeKernel(veth("v1x2", 2), veth("v1x3", 3))
+    async with running(kernel, fake_mode="refuse", mode="always") as (daemon, fake):
+        await eventually(lambda: "interface v1x3 hello-interval 0.25" in fake.requests())
+        status = daemon.status()
+        assert status["mesh"] == "running"
+        assert {i["name"]: i["babel"] for i in status["interfaces"]} == {"v1x2": True, "v1x3": False}
+
+
+async def test_babeld_that_exits_at_once_is_retried_with_backoff_and_reported() -> None:
+    async with running(FakeKernel(veth("v1x2", 2)), fake_mode="exit", mode="always") as (d, fake):
+        await eventually(lambda: len(fake.starts()) >= 4, what="four attempts")
+        client = await connect(d.config.socket_path)
+        status = json.loads((await client.request("status"))[0])
+        assert status["mesh"] in ("restarting", "starting")
+        assert status["babeld"]["restarts"] >= 3
+        assert "unknown option -Z" in status["babeld"]["last_error"]
+        times = [t for _, t in fake.starts()]
+        gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+        assert gaps[2] > gaps[0]  # 0.1, 0.2, 0.4 s... plus start-up time
+
+
+async def test_babeld_that_never_greets_is_killed_and_restarted(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(mesh, "GREETING_DEADLINE", 0.5)
+    async with running(FakeKernel(veth("v1x2", 2)), fake_mode="silent", mode="always") as (d, fake):
+        await eventually(lambda: len(fake.starts()) >= 2, what="a second attempt")
+        assert "did not greet within 0.5 s" in (d.mesh.last_error or "")
+        first_pid = fake.starts()[0][0]
+        await eventually(lambda: not alive(first_pid), what="the silent babeld gone")
+
+
+async def test_babeld_killed_is_restarted_and_monitor_clients_stay_consistent() -> None:
+    async with running(FakeKernel(veth("v1x2", 2)), mode="always") as (daemon, fake):
+        await eventually(lambda: daemon.mesh.state == "running")
+        clients = [await connect(daemon.config.socket_path) for _ in range(20)]
+        for client in clients:
+            snapshot = await client.request("monitor")
+            assert snapshot[-1] == "ok" and len(snapshot) == 5
+        os.kill(fake.starts()[0][0], signal.SIGKILL)
+        for client in clients:
+            # First every old entry is flushed, then the new babeld's entries are added.
+            flushed = [await client.readline() for _ in range(4)]
+            assert all(line and line.startswith("flush ") for line in flushed)
+            added = [await client.readline() for _ in range(4)]
+            assert all(line and line.startswith("add ") for line in added)
+        assert daemon.mesh.restarts == 1
+        assert daemon.mesh.state == "running"
+
+
+async def test_watch_sends_snapshot_then_only_real_changes() -> None:
+    kernel = FakeKernel(veth("v1x2", 2))
+    async with running(kernel, chatter="0.01,5", mode="always") as (daemon, _):
+        await eventually(lambda: daemon.mesh.state == "running")
+        monitor = await connect(daemon.config.socket_path)
+        watch = await connect(daemon.config.socket_path)
+        await monitor.request("monitor")
+        await watch.send("watch")
+        snapshot = json.loads(await watch.readline() or "")
+        assert snapshot["type"] == "snapshot" and snapshot["status"]["mesh"] == "running"
+        # babeld repeats identical lines: monitor mirrors them, watch stays quiet...
+        repeats = [await monitor.readline() for _ in range(20)]
+        assert all(line and line.startswith("change neighbour") for line in repeats)
+        with trio.move_on_after(0.3):
+            assert await watch.readline() is None, "watch forwarded a non-change"
+        # ...until something really changes.
+        kernel.set_link(veth("v1x3", 3))
+        event = json.loads(await watch.readline() or "")
+        assert event["type"] in ("addresses", "interfaces", "interface")
+
+
+async def test_slow_client_is_cut_off_and_others_keep_receiving(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(server, "QUEUE_LIMIT", 16)
+    async with running(FakeKernel(veth("v1x2", 2)), chatter="0.005,200", mode="always") as (d, _):
+        await eventually(lambda: d.mesh.state == "running")
+        slow = await connect(d.config.socket_path)
+        good = await connect(d.config.socket_path)
+        await slow.request("monitor")
+        await good.request("monitor")
+        received = 0
+
+        async def keep_reading() -> None:
+            nonlocal received
+            while (line := await good.readline()) is not None:
+                assert line.startswith("change ")
+                received += 1
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(keep_reading)
+            await eventually(lambda: len(d.hub.clients) == 1, what="the slow client dropped")
+            after_drop = received
+            await eventually(lambda: received > after_drop + 1000, what="good client served")
+            nursery.cancel_scope.cancel()
+        # The slow client finds its stream ends (with the notice, if it still fit).
+        tail = None
+        with trio.fail_after(10):
+            while (line := await slow.readline()) is not None:
+                tail = line
+        assert tail in ("no too slow", None) or tail.startswith("change ")
+
+
+async def test_garbage_and_overlong_lines_get_bad_and_never_reach_babeld() -> None:
+    async with running(FakeKernel(veth("v1x2", 2)), mode="always") as (daemon, fake):
+        await eventually(lambda: daemon.mesh.state == "running")
+        client = await connect(daemon.config.socket_path)
+        assert await client.request("interface eth0") == ["bad unknown request 'interface', try help"]
+        await client.send(b"\xff\xfe\n")
+        assert await client.until_status() == ["bad request is not UTF-8"]
+        await client.send(b"x" * 1_000_000 + b"\n")
+        assert await client.until_status() == ["bad request longer than 4096 bytes"]
+        assert await client.request("dump now") == ["bad dump takes no arguments"]
+        assert (await client.request("help"))[-1] == "ok"
+        assert json.loads((await client.request("status"))[0])["mesh"] == "running"
+        assert [r for r in fake.requests() if "eth0" in r or r.startswith("x")] == []
+
+
+async def test_first_request_may_come_before_the_header_is_read() -> None:
+    async with running(FakeKernel(veth("v1x2", 2))) as (daemon, _):
+        client = await connect(daemon.config.socket_path, read_header=False)
+        await client.send("status")
+        lines = await client.until_status()  # the header's ok
+        assert lines[0] == "BABEL 1.0"
+        assert json.loads((await client.until_status())[0])["mesh"] == "idle"
+        await client.send("quit")
+        assert await client.readline() is None
+
+
+async def test_on_demand_starts_with_a_subscriber_and_stops_after_linger() -> None:
+    kernel = FakeKernel(veth("v1x2", 2))
+    async with running(kernel, mode="on-demand", linger=0.3) as (daemon, fake):
+        client = await connect(daemon.config.socket_path)
+        for request in ("status", "dump"):
+            await client.request(request)
+        await trio.sleep(0.3)
+        assert fake.starts() == [] and daemon.status()["mesh"] == "idle"
+        assert kernel.addresses("v1x2") == set()
+        watcher = await connect(daemon.config.socket_path)
+        await watcher.send("watch")
+        await eventually(lambda: daemon.mesh.state == "running", what="mesh started on watch")
+        assert MINE in kernel.addresses("v1x2")
+        pid = fake.starts()[0][0]
+        await watcher.aclose()
+        await trio.sleep(0.1)
+        assert daemon.mesh.state == "running", "stopped before the linger ran out"
+        await eventually(lambda: daemon.mesh.state == "idle", what="mesh idle after linger")
+        await eventually(lambda: not alive(pid), what="babeld stopped")
+        await eventually(lambda: kernel.addresses("v1x2") == set(), what="addresses removed")
+
+
+async def test_waits_for_an_interface_before_starting_babeld() -> None:
+    kernel = FakeKernel()
+    async with running(kernel, mode="always") as (daemon, fake):
+        await eventually(lambda: daemon.mesh.state == "waiting-for-interface")
+        assert fake.starts() == []
+        kernel.set_link(veth("v1x2", 2))
+        await eventually(lambda: daemon.mesh.state == "running")
+
+
+async def test_stopping_stops_babeld_and_removes_addresses_and_socket() -> None:
+    kernel = FakeKernel(veth("v1x2", 2))
+    async with running(kernel, mode="always") as (daemon, fake):
+        await eventually(lambda: daemon.mesh.state == "running")
+        socket_path = daemon.config.socket_path
+    pid = fake.starts()[0][0]
+    assert "stop" in fake.lines()
+    assert not alive(pid)
+    assert kernel.addresses("v1x2") == set()
+    assert not socket_path.exists()

@@ -1,0 +1,74 @@
+from pathlib import Path
+
+import pytest
+
+from babbler.config import DEFAULT_HELLO_INTERVAL, build, reload
+from babbler.errors import ConfigError
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "babblerd.toml"
+    path.write_text(text)
+    return path
+
+
+def test_defaults_without_a_file(tmp_path: Path) -> None:
+    config = build({}, None) if not Path("/etc/babbler/babblerd.toml").exists() else None
+    if config is None:
+        pytest.skip("this machine has a real /etc/babbler/babblerd.toml")
+    assert config.mode == "on-demand"
+    assert config.linger == 5.0
+    assert config.hello_interval == DEFAULT_HELLO_INTERVAL
+    assert config.socket_path == Path("/run/babbler/babblerd.sock")
+
+
+def test_file_then_flags_win(tmp_path: Path) -> None:
+    path = write(tmp_path, 'mode = "always"\nhello-interval = 1\ninterface = ["eth*", "tb*"]\n')
+    config = build({"hello-interval": "0.5"}, path)
+    assert config.mode == "always"
+    assert config.hello_interval == 0.5
+    assert config.interface == ("eth*", "tb*")
+    assert config.config == path
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        ({"interface": ("",)}, "--interface: empty interface name pattern"),
+        ({"exclude": ("a b",)}, "--exclude: not an interface name pattern"),
+        ({"node-id": "xyz"}, "--node-id: node id must be 12 hex digits"),
+        ({"hello-interval": "0"}, "--hello-interval: must be between"),
+        ({"hello-interval": "nan"}, "--hello-interval: must be between"),
+        ({"linger": "soon"}, "--linger: expected a number of seconds"),
+        ({"mode": "sometimes"}, "--mode: expected one of on-demand, always"),
+        ({"run-dir": ""}, "--run-dir: expected a non-empty path"),
+    ],
+)
+def test_bad_flags_name_the_problem(tmp_path: Path, flags: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
+        build(flags, write(tmp_path, ""))
+
+
+def test_bad_file_names_file_and_key(tmp_path: Path) -> None:
+    path = write(tmp_path, "hello-interval = -2\n")
+    with pytest.raises(ConfigError, match=rf"config {path}: hello-interval: must be between"):
+        build({}, path)
+    with pytest.raises(ConfigError, match="unknown key 'colour'"):
+        build({}, write(tmp_path, 'colour = "red"\n'))
+    with pytest.raises(ConfigError, match="config .*babblerd.toml: "):
+        build({}, write(tmp_path, "mode = \n"))
+
+
+def test_an_explicit_missing_file_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="No such file"):
+        build({}, tmp_path / "absent.toml")
+
+
+def test_reload_rereads_the_file_and_keeps_flags(tmp_path: Path) -> None:
+    path = write(tmp_path, 'mode = "always"\nlinger = 1\n')
+    flags = {"linger": "9"}
+    first = build(flags, path)
+    path.write_text('mode = "on-demand"\nlinger = 2\n')
+    second = reload(first, flags)
+    assert second.mode == "on-demand"
+    assert second.linger == 9.0

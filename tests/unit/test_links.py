@@ -1,0 +1,94 @@
+"""Interface eligibility over recorded link snapshots, the link diff and the address plan."""
+
+from ipaddress import IPv6Address
+
+from babbler.addressing import interface_address
+from babbler.addrplan import AddressChange, IndexBook, plan, wanted_addresses
+from babbler.links.model import Link, Selector, diff, usable_names
+
+# As seen on real machines (BABELD.md "Linux interface facts").
+ETH = Link("enp3s0", 2, has_device=True, driver="virtio_net", up=True, link_local=True)
+THUNDERBOLT = Link("thunderbolt0", 3, driver="thunderbolt-net", up=True, link_local=True)
+WIFI = Link("wlan0", 4, has_device=True, wireless=True, up=True, link_local=True)
+VETH = Link("v1x2", 5, kind="veth", up=True, link_local=True)
+BRIDGE = Link("br0", 6, kind="bridge", up=True, link_local=True)
+ENSLAVED = Link("enp4s0", 7, has_device=True, master=6, up=True, link_local=True)
+VLAN = Link("enp3s0.10", 8, kind="vlan", up=True, link_local=True)
+LOOPBACK = Link("lo", 1, arp_type=772, up=True)
+DOWN = Link("eth1", 9, has_device=True, up=False, link_local=False)
+TENTATIVE = Link("eth2", 10, has_device=True, up=True, link_local=False)
+ALL = {ln.name: ln for ln in (ETH, THUNDERBOLT, WIFI, VETH, BRIDGE, ENSLAVED, VLAN, LOOPBACK,
+                              DOWN, TENTATIVE)}
+
+
+def test_default_selection_is_physical_wired_links_only() -> None:
+    selector = Selector()
+    assert {n for n, ln in ALL.items() if selector.selects(ln)} == {
+        "enp3s0", "thunderbolt0", "eth1", "eth2"}
+    assert usable_names(ALL, selector) == {"enp3s0", "thunderbolt0"}
+
+
+def test_categories() -> None:
+    assert ETH.category == "ethernet"
+    assert THUNDERBOLT.category == "thunderbolt"
+    assert VETH.category == "other"
+
+
+def test_interface_globs_select_exactly_and_exclude_wins() -> None:
+    selector = Selector(interface=("v*", "br*"), exclude=("br*",))
+    assert usable_names(ALL, selector) == {"v1x2"}
+    assert usable_names(ALL, Selector(exclude=("thunder*",))) == {"enp3s0"}
+
+
+def test_diff_names_what_changed() -> None:
+    old = {"enp3s0": ETH, "v1x2": VETH}
+    new = {"enp3s0": Link(**{**ETH.__dict__, "up": False}), "wlan0": WIFI}
+    change = diff(old, new)
+    assert change.added == ("wlan0",) and change.removed == ("v1x2",)
+    assert change.changed == (("enp3s0", ("up",)),)
+    assert diff(new, new).reasons() == [] and not diff(new, new)
+
+
+NODE = 0x1A2B3C4D5E6F
+MINE = interface_address(NODE, 1)
+STALE = IPv6Address("fde0:20c6:1fa7:1::5")
+FOREIGN = IPv6Address("fd00::5")
+
+
+def with_addresses(link: Link, *addresses: IPv6Address) -> Link:
+    return Link(**{**link.__dict__, "addresses": frozenset(addresses)})
+
+
+def test_plan_adds_own_removes_stale_and_leaves_foreign() -> None:
+    snapshot = {"v1x2": with_addresses(VETH, STALE, FOREIGN)}
+    selector, book = Selector(interface=("v*",)), IndexBook()
+    wanted = wanted_addresses(snapshot, selector, NODE, book, active=True)
+    assert wanted == {"v1x2": MINE}
+    result = plan(snapshot, selector, NODE, wanted)
+    assert result.add == (AddressChange("v1x2", 5, MINE),)
+    assert result.remove == (AddressChange("v1x2", 5, STALE),)
+
+
+def test_inactive_plan_removes_own_addresses_everywhere_but_not_foreign_mesh_ones() -> None:
+    # Own-range addresses are ours wherever they are; other mesh addresses only on our links.
+    other = Link("eth9", 11, kind="dummy", up=True, link_local=True,
+                 addresses=frozenset({interface_address(NODE, 7), STALE}))
+    snapshot = {"v1x2": with_addresses(VETH, MINE), "eth9": other}
+    result = plan(snapshot, Selector(interface=("v*",)), NODE, {})
+    assert set(result.remove) == {AddressChange("v1x2", 5, MINE),
+                                  AddressChange("eth9", 11, interface_address(NODE, 7))}
+    assert result.add == ()
+
+
+def test_numbers_are_kept_for_life_and_adopted_from_a_previous_run() -> None:
+    book = IndexBook()
+    selector = Selector(interface=("v*",))
+    left_behind = with_addresses(Link("v1x3", 6, kind="veth", up=True, link_local=True),
+                                 interface_address(NODE, 9))
+    snapshot = {"v1x2": VETH, "v1x3": left_behind}
+    wanted = wanted_addresses(snapshot, selector, NODE, book, active=True)
+    assert wanted == {"v1x2": interface_address(NODE, 1), "v1x3": interface_address(NODE, 9)}
+    # v1x2 disappears and comes back with another kernel index: same number.
+    again = wanted_addresses({"v1x2": Link(**{**VETH.__dict__, "index": 42})}, selector, NODE,
+                             book, active=True)
+    assert again == {"v1x2": interface_address(NODE, 1)}

@@ -1,0 +1,56 @@
+from babbler.babeld.protocol import TableLine, parse_line
+from babbler.state import MeshTable, is_usable, route_view
+
+
+def line(text: str) -> TableLine:
+    parsed = parse_line(text)
+    assert isinstance(parsed, TableLine)
+    return parsed
+
+
+ROUTE = ("route 1 prefix fde0:20c6:1fa7:ffff:2::1/128 from ::/0 installed yes id a:b metric 96 "
+         "refmetric 0 via fe80::1 if v1x2")
+
+
+def test_add_then_identical_change_is_forwarded_but_not_a_real_change() -> None:
+    table = MeshTable()
+    first = table.apply(line("add " + ROUTE))
+    assert first is not None and first.real and first.line == "add " + ROUTE
+    again = table.apply(line("change " + ROUTE))
+    assert again is not None and not again.real and again.line == "change " + ROUTE
+
+
+def test_duplicate_add_is_dropped_and_differing_add_becomes_change() -> None:
+    table = MeshTable()
+    table.apply(line("add " + ROUTE))
+    assert table.apply(line("add " + ROUTE)) is None
+    moved = table.apply(line("add " + ROUTE.replace("metric 96", "metric 192")))
+    assert moved is not None and moved.verb == "change" and moved.line.startswith("change route 1 ")
+
+
+def test_change_of_unknown_becomes_add_and_flush_of_unknown_is_dropped() -> None:
+    table = MeshTable()
+    assert table.apply(line("flush " + ROUTE)) is None
+    created = table.apply(line("change " + ROUTE))
+    assert created is not None and created.line.startswith("add route 1 ")
+    gone = table.apply(line("flush " + ROUTE))
+    assert gone is not None and gone.verb == "flush" and len(table) == 0
+
+
+def test_flush_all_yields_flush_for_every_entry_in_dump_order() -> None:
+    table = MeshTable()
+    table.apply(line("add " + ROUTE))
+    table.apply(line("add interface v1x2 up true ipv6 fe80::1"))
+    assert table.dump_lines()[0].startswith("add interface v1x2")
+    flushed = [a.line for a in table.flush_all()]
+    assert flushed == ["flush interface v1x2 up true ipv6 fe80::1", "flush " + ROUTE]
+    assert table.dump_lines() == []
+
+
+def test_route_view_and_usability() -> None:
+    view = route_view(line("add " + ROUTE))
+    assert view == {"prefix": "fde0:20c6:1fa7:ffff:2::1/128", "router_id": "a:b", "metric": 96,
+                    "refmetric": 0, "installed": True, "via": "fe80::1", "interface": "v1x2"}
+    assert is_usable(view)
+    assert not is_usable({**view, "metric": 65535})
+    assert not is_usable({**view, "installed": False})
