@@ -14,8 +14,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from ipaddress import IPv6Address
 
-from babbler.addressing import index_in_range, interface_address, is_mesh_address, node_range
-from babbler.addressing import next_free_index
+from babbler.addressing import (
+    index_in_range,
+    interface_address,
+    is_mesh_address,
+    next_free_index,
+    node_range,
+)
 from babbler.links.model import Selector, Snapshot
 
 

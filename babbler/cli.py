@@ -50,11 +50,13 @@ async def _serve(config: Config, flags: dict[str, Any]) -> None:
     node = load_node_id(config.state_dir, config.node_id)
     log.info("node id", node_id=f"{node.value:012x}", source=node.source)
     if node.persist_error:
-        log.error("could not persist node id; it will change at the next start",
-                  error=node.persist_error)
+        log.error(
+            "could not persist node id; it will change at the next start", error=node.persist_error
+        )
     if shutil.which(config.babeld) is None:
-        log.error("babeld not found; the mesh cannot start until it is installed",
-                  babeld=config.babeld)
+        log.error(
+            "babeld not found; the mesh cannot start until it is installed", babeld=config.babeld
+        )
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
         async with open_linux_kernel() as kernel, trio.open_nursery() as nursery:
             daemon = Daemon(config, flags, kernel, node)
@@ -77,26 +79,47 @@ def _fail(message: str, code: int) -> None:
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]}, epilog=EPILOG)
-@click.option("--config", type=click.Path(dir_okay=False, path_type=Path),
-              help="TOML config file [default: /etc/babbler/babblerd.toml, if present]")
+@click.option(
+    "--config",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="TOML config file [default: /etc/babbler/babblerd.toml, if present]",
+)
 @click.option("--run-dir", help="public socket directory [default: /run/babbler]")
 @click.option("--state-dir", help="node id and babeld state [default: /var/lib/babbler]")
 @click.option("--babeld", help="babeld program [default: babeld on PATH]")
-@click.option("--mode", type=click.Choice(MODES),
-              help="on-demand: mesh runs while a client monitors or watches (and --linger "
-                   "after); always: from start to stop [default: on-demand]")
+@click.option(
+    "--mode",
+    type=click.Choice(MODES),
+    help="on-demand: mesh runs while a client monitors or watches (and --linger "
+    "after); always: from start to stop [default: on-demand]",
+)
 @click.option("--linger", help="seconds the mesh stays up after the last subscriber [default: 5]")
-@click.option("--interface", multiple=True, metavar="GLOB",
-              help="use exactly the links matching GLOB (repeatable) instead of physical ones")
-@click.option("--exclude", multiple=True, metavar="GLOB",
-              help="never use links matching GLOB (repeatable; wins over --interface)")
+@click.option(
+    "--interface",
+    multiple=True,
+    metavar="GLOB",
+    help="use exactly the links matching GLOB (repeatable) instead of physical ones",
+)
+@click.option(
+    "--exclude",
+    multiple=True,
+    metavar="GLOB",
+    help="never use links matching GLOB (repeatable; wins over --interface)",
+)
 @click.option("--node-id", metavar="HEX", help="12 hex digits; overrides <state-dir>/node-id")
-@click.option("--hello-interval", metavar="SECONDS",
-              help="babeld hello interval on every link [default: 0.25]")
-@click.option("--log-format", type=click.Choice(LOG_FORMATS),
-              help="[default: console on a terminal, else json]")
-@click.option("--log-level", type=click.Choice(LOG_LEVELS, case_sensitive=False),
-              help="[default: info]")
+@click.option(
+    "--hello-interval",
+    metavar="SECONDS",
+    help="babeld hello interval on every link [default: 0.25]",
+)
+@click.option(
+    "--log-format",
+    type=click.Choice(LOG_FORMATS),
+    help="[default: console on a terminal, else json]",
+)
+@click.option(
+    "--log-level", type=click.Choice(LOG_LEVELS, case_sensitive=False), help="[default: info]"
+)
 @click.version_option(__version__, prog_name="babblerd")
 def main(config: Path | None, **given: Any) -> None:
     """Give each wired link a mesh address and route between nodes with babeld.
@@ -104,8 +127,11 @@ def main(config: Path | None, **given: Any) -> None:
     Serves the node's state, babeld's table and live changes on <run-dir>/babblerd.sock
     (read it with babblerctl).
     """
-    flags = {key.replace("_", "-"): value for key, value in given.items()
-             if value is not None and value != ()}
+    flags = {
+        key.replace("_", "-"): value
+        for key, value in given.items()
+        if value is not None and value != ()
+    }
     try:
         settings = build(flags, config)
     except ConfigError as error:
@@ -123,6 +149,7 @@ def main(config: Path | None, **given: Any) -> None:
         _fail(str(problem), 1)
     except KeyboardInterrupt:
         pass
+
 
 if __name__ == "__main__":
     main()

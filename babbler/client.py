@@ -53,7 +53,7 @@ class Connection:
         return line.rstrip("\n")
 
     def _read_until_status(self) -> list[str]:
-        lines = []
+        lines: list[str] = []
         while True:
             line = self.readline()
             if line == "ok" or line.startswith(("no", "bad")):

@@ -42,31 +42,60 @@ def render_status(s: dict[str, Any]) -> str:
     if s["interfaces"]:
         lines.append("interfaces")
         addresses = {a["interface"]: a["address"] for a in s["addresses"]}
-        lines += _table([[i["name"], i["kind"], "up" if i["up"] else "down",
-                          "yes" if i["babel"] else "no", addresses.get(i["name"], "-")]
-                         for i in s["interfaces"]], ["NAME", "KIND", "STATE", "BABEL", "ADDRESS"])
+        lines += _table(
+            [
+                [
+                    i["name"],
+                    i["kind"],
+                    "up" if i["up"] else "down",
+                    "yes" if i["babel"] else "no",
+                    addresses.get(i["name"], "-"),
+                ]
+                for i in s["interfaces"]
+            ],
+            ["NAME", "KIND", "STATE", "BABEL", "ADDRESS"],
+        )
     else:
         lines.append("interfaces: none eligible")
     if s["neighbours"]:
         lines.append("neighbours")
-        lines += _table([[n["address"], n["interface"], n["reach"], _text(n["cost"]),
-                          _text(n["rtt"])] for n in s["neighbours"]],
-                        ["ADDRESS", "IF", "REACH", "COST", "RTT"])
+        lines += _table(
+            [
+                [n["address"], n["interface"], n["reach"], _text(n["cost"]), _text(n["rtt"])]
+                for n in s["neighbours"]
+            ],
+            ["ADDRESS", "IF", "REACH", "COST", "RTT"],
+        )
     else:
         lines.append("neighbours: none")
     if s["routes"]:
         lines.append("routes")
-        lines += _table([[r["prefix"], _text(r["metric"]), _text(r["via"]), _text(r["interface"]),
-                          "yes" if r["installed"] else "no"] for r in s["routes"]],
-                        ["PREFIX", "METRIC", "VIA", "IF", "INSTALLED"])
+        lines += _table(
+            [
+                [
+                    r["prefix"],
+                    _text(r["metric"]),
+                    _text(r["via"]),
+                    _text(r["interface"]),
+                    "yes" if r["installed"] else "no",
+                ]
+                for r in s["routes"]
+            ],
+            ["PREFIX", "METRIC", "VIA", "IF", "INSTALLED"],
+        )
     else:
         lines.append("routes: none")
     return "\n".join(lines)
 
 
 socket_option = click.option(
-    "--socket", "socket_path", type=click.Path(path_type=Path), default=DEFAULT_SOCKET,
-    show_default=True, help="babblerd's public socket")
+    "--socket",
+    "socket_path",
+    type=click.Path(path_type=Path),
+    default=DEFAULT_SOCKET,
+    show_default=True,
+    help="babblerd's public socket",
+)
 
 
 def _run(fn: Any) -> None:
@@ -93,10 +122,12 @@ def main() -> None:
 @click.option("--json", "as_json", is_flag=True, help="print the status object as JSON")
 def status(socket_path: Path, as_json: bool) -> None:
     """The node's state (does not start an on-demand mesh)."""
+
     def go() -> None:
         with Connection(socket_path) as conn:
             value = json.loads(conn.request("status")[0])
         click.echo(json.dumps(value, indent=2) if as_json else render_status(value))
+
     _run(go)
 
 
@@ -104,10 +135,12 @@ def status(socket_path: Path, as_json: bool) -> None:
 @socket_option
 def dump(socket_path: Path) -> None:
     """babeld's table as babeld lines (does not start an on-demand mesh)."""
+
     def go() -> None:
         with Connection(socket_path) as conn:
             for line in conn.request("dump"):
                 click.echo(line)
+
     _run(go)
 
 

@@ -21,8 +21,8 @@ from babbler.addrplan import IndexBook, plan, wanted_addresses
 from babbler.config import Config
 from babbler.errors import ConfigError, NetlinkError
 from babbler.links.kernel import Kernel
-from babbler.log import configure as configure_logging
 from babbler.links.model import Link, Selector, diff, selected_links, usable_names
+from babbler.log import configure as configure_logging
 from babbler.mesh import Mesh, MeshHost
 from babbler.nodeid import NodeId
 from babbler.server import Hub, serve
@@ -49,15 +49,17 @@ class Daemon:
         self.demand_changed = Signal()
         self.active_changed = Signal()
         self.hub = Hub(self.demand_changed.notify)
-        self.mesh = Mesh(MeshHost(
-            config=lambda: self.config,
-            node_range=lambda: str(node_range(self.node_id)),
-            usable_names=self.usable_names,
-            links_changed=self.links_changed,
-            kernel=kernel,
-            hub=self.hub,
-            on_change=self._publish_node,
-        ))
+        self.mesh = Mesh(
+            MeshHost(
+                config=lambda: self.config,
+                node_range=lambda: str(node_range(self.node_id)),
+                usable_names=self.usable_names,
+                links_changed=self.links_changed,
+                kernel=kernel,
+                hub=self.hub,
+                on_change=self._publish_node,
+            )
+        )
         self._refresh_lock = trio.Lock()
         self._mesh_scope: trio.CancelScope | None = None
         self._published: dict[str, Any] = {}
@@ -72,22 +74,36 @@ class Daemon:
         return usable_names(self.snapshot, self.selector)
 
     def header(self) -> list[str]:
-        return ["BABEL 1.0", f"version babblerd-{__version__}", f"host {socket.gethostname()}",
-                f"my-id {self.mesh.my_id or UNKNOWN_ID}", "ok"]
+        return [
+            "BABEL 1.0",
+            f"version babblerd-{__version__}",
+            f"host {socket.gethostname()}",
+            f"my-id {self.mesh.my_id or UNKNOWN_ID}",
+            "ok",
+        ]
 
     def dump_lines(self) -> list[str]:
         return self.mesh.table.dump_lines()
 
     def addresses_view(self) -> list[dict[str, str]]:
         own = node_range(self.node_id)
-        return [{"interface": link.name, "address": str(address)}
-                for link in sorted(self.snapshot.values(), key=lambda ln: ln.name)
-                for address in sorted(link.addresses) if address in own]
+        return [
+            {"interface": link.name, "address": str(address)}
+            for link in sorted(self.snapshot.values(), key=lambda ln: ln.name)
+            for address in sorted(link.addresses)
+            if address in own
+        ]
 
     def interfaces_view(self) -> list[dict[str, Any]]:
-        return [{"name": link.name, "kind": link.category, "up": link.up,
-                 "babel": link.name in self.mesh.told}
-                for link in selected_links(self.snapshot, self.selector)]
+        return [
+            {
+                "name": link.name,
+                "kind": link.category,
+                "up": link.up,
+                "babel": link.name in self.mesh.told,
+            }
+            for link in selected_links(self.snapshot, self.selector)
+        ]
 
     def status(self) -> dict[str, Any]:
         table = self.mesh.table
@@ -110,8 +126,11 @@ class Daemon:
 
     def _publish_node(self) -> None:
         """Send `watch` clients the node-level facts that changed."""
-        current = {"addresses": self.addresses_view(), "interfaces": self.interfaces_view(),
-                   "babeld": self.mesh.babeld_view()}
+        current = {
+            "addresses": self.addresses_view(),
+            "interfaces": self.interfaces_view(),
+            "babeld": self.mesh.babeld_view(),
+        }
         for key, value in current.items():
             if self._published.get(key) != value:
                 self._published[key] = value
@@ -134,15 +153,23 @@ class Daemon:
                     await self.kernel.remove_address(item)
                     log.info("address removed", interface=item.interface, address=str(item.address))
                 except NetlinkError as error:
-                    log.warning("cannot remove address", interface=item.interface,
-                                address=str(item.address), error=str(error))
+                    log.warning(
+                        "cannot remove address",
+                        interface=item.interface,
+                        address=str(item.address),
+                        error=str(error),
+                    )
             for item in todo.add:
                 try:
                     await self.kernel.add_address(item)
                     log.info("address added", interface=item.interface, address=str(item.address))
                 except NetlinkError as error:
-                    log.warning("cannot add address", interface=item.interface,
-                                address=str(item.address), error=str(error))
+                    log.warning(
+                        "cannot add address",
+                        interface=item.interface,
+                        address=str(item.address),
+                        error=str(error),
+                    )
             if todo:
                 self.snapshot = await self.kernel.snapshot()
             if change or todo:
@@ -163,8 +190,11 @@ class Daemon:
         if active == self.active:
             return
         self.active = active
-        log.info("mesh " + ("demanded" if active else "released"), mode=self.config.mode,
-                 subscribers=self.hub.subscribers)
+        log.info(
+            "mesh " + ("demanded" if active else "released"),
+            mode=self.config.mode,
+            subscribers=self.hub.subscribers,
+        )
         if not active and self._mesh_scope is not None:
             self._mesh_scope.cancel()
         self.active_changed.notify()
@@ -203,8 +233,11 @@ class Daemon:
         except ConfigError as error:
             log.error("reload refused, configuration unchanged", error=str(error))
             return
-        fixed = [k for k in configuration.KEYS.values()
-                 if k not in configuration.RELOADABLE and getattr(fresh, k) != getattr(self.config, k)]
+        fixed = [
+            k
+            for k in configuration.KEYS.values()
+            if k not in configuration.RELOADABLE and getattr(fresh, k) != getattr(self.config, k)
+        ]
         if fixed:
             log.warning("these settings change only at restart", settings=fixed)
         updates = {k: getattr(fresh, k) for k in configuration.RELOADABLE}

@@ -1,11 +1,11 @@
 """The exceptions babbler raises on purpose.
 
-    BabblerError            anything babbler reports to a person as one clear line
-    ├── ConfigError         a flag or config-file value is wrong (exit code 2)
-    ├── EnvironmentProblem  the machine is not fit to run on: unsafe directory, no babeld (exit 1)
-    ├── NetlinkError        the kernel refused a netlink request (carries errno)
-    └── BabeldError         babeld misbehaved: exited, no greeting in time, a bad reply
-        └── BabeldExited    the babeld process ended (carries its exit code and last output)
+BabblerError            anything babbler reports to a person as one clear line
+├── ConfigError         a flag or config-file value is wrong (exit code 2)
+├── EnvironmentProblem  the machine is not fit to run on: unsafe directory, no babeld (exit 1)
+├── NetlinkError        the kernel refused a netlink request (carries errno)
+└── BabeldError         babeld misbehaved: exited, no greeting in time, a bad reply
+    └── BabeldExited    the babeld process ended (carries its exit code and last output)
 """
 
 from __future__ import annotations

@@ -15,9 +15,11 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from ipaddress import IPv6Network
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
@@ -27,11 +29,14 @@ from babbler.ctl import render_status
 from babbler.errors import BabblerError
 from babbler.state import is_usable
 
+F = TypeVar("F", bound=Callable[..., Any])
 LAB_ROOT = Path("/tmp/babbler-lab")
 TOPOLOGIES = ("line", "ring", "star")
 # The lab's links are virtual: name them explicitly (babblerd skips virtual links by default).
 LINK_GLOB = "v*"
 STOP_TIMEOUT = 5.0
+# Daemons started by this process, by pid, so that their exit status can be read.
+_children: dict[int, subprocess.Popen[bytes]] = {}
 
 
 class LabError(BabblerError):
@@ -163,8 +168,16 @@ class Lab:
                 _run("ip", "-n", node.netns, "link", "set", "lo", "up")
                 # Virtual links come up at once; skip duplicate address detection so the
                 # link-local is usable at once too (real links pay ~1 s of DAD here).
-                _run("ip", "netns", "exec", node.netns, "sysctl", "-qw",
-                     "net.ipv6.conf.default.accept_dad=0", "net.ipv6.conf.all.accept_dad=0")
+                _run(
+                    "ip",
+                    "netns",
+                    "exec",
+                    node.netns,
+                    "sysctl",
+                    "-qw",
+                    "net.ipv6.conf.default.accept_dad=0",
+                    "net.ipv6.conf.all.accept_dad=0",
+                )
             for a, b in lab.links:
                 lab.add_link(a, b)
         except BaseException:
@@ -174,28 +187,59 @@ class Lab:
 
     def add_link(self, a: int, b: int) -> None:
         na, nb = self.nodes[a - 1], self.nodes[b - 1]
-        _run("ip", "link", "add", link_name(a, b), "netns", na.netns, "type", "veth",
-             "peer", "name", link_name(b, a), "netns", nb.netns)
+        _run(
+            "ip",
+            "link",
+            "add",
+            link_name(a, b),
+            "netns",
+            na.netns,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            link_name(b, a),
+            "netns",
+            nb.netns,
+        )
         _run("ip", "-n", na.netns, "link", "set", link_name(a, b), "up")
         _run("ip", "-n", nb.netns, "link", "set", link_name(b, a), "up")
 
     def start(self, node: Node, extra: list[str] | None = None) -> None:
         """Start babblerd in the node's namespace and wait until its socket answers."""
         node.run_dir.mkdir(parents=True, exist_ok=True)
-        args = ["ip", "netns", "exec", node.netns, sys.executable, "-m", "babbler.cli",
-                "--run-dir", str(node.run_dir), "--state-dir", str(node.state_dir),
-                "--interface", LINK_GLOB, "--log-format", "json", *self.daemon_args,
-                *(extra or [])]
+        args = [
+            "ip",
+            "netns",
+            "exec",
+            node.netns,
+            sys.executable,
+            "-m",
+            "babbler.cli",
+            "--run-dir",
+            str(node.run_dir),
+            "--state-dir",
+            str(node.state_dir),
+            "--interface",
+            LINK_GLOB,
+            "--log-format",
+            "json",
+            *self.daemon_args,
+            *(extra or []),
+        ]
         with node.log.open("ab") as log:
-            process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                       start_new_session=True)
+            process = subprocess.Popen(
+                args, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True
+            )
         node.pid = process.pid
+        _children[process.pid] = process
         self.save()
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
             if process.poll() is not None:
-                raise LabError(f"babblerd on {node.name} exited with {process.returncode}; "
-                               f"see {node.log}")
+                raise LabError(
+                    f"babblerd on {node.name} exited with {process.returncode}; see {node.log}"
+                )
             try:
                 status(node.socket, timeout=2)
                 return
@@ -216,6 +260,16 @@ class Lab:
             os.kill(node.pid, sig)
         node.pid = None
         self.save()
+
+    def wait_exit(self, node: Node, timeout: float = STOP_TIMEOUT) -> int:
+        """The exit status of a daemon this process started. Raises LabError on timeout."""
+        process = _children.get(node.pid or -1)
+        if process is None:
+            raise LabError(f"{node.name}: not started by this process")
+        try:
+            return process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            raise LabError(f"babblerd on {node.name} still running after {timeout:g} s") from None
 
     def down(self) -> None:
         """Stop every daemon we started, any babeld they left, delete namespaces and files."""
@@ -239,8 +293,13 @@ class Lab:
         return status(node.socket)
 
     def exec(self, node: Node, *cmd: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(["ip", "netns", "exec", node.netns, *cmd], capture_output=True,
-                              text=True, timeout=timeout, check=False)
+        return subprocess.run(
+            ["ip", "netns", "exec", node.netns, *cmd],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
 
     def ping(self, source: Node, address: str, wait: float = 1) -> bool:
         result = self.exec(source, "ping", "-6", "-c", "1", "-W", f"{wait:g}", address)
@@ -270,25 +329,30 @@ class Lab:
     def all_pairs_ping(self) -> list[tuple[int, int]]:
         """Pairs (from, to) that do not answer a ping; empty when the mesh is complete."""
         addresses = self.addresses()
-        return [(src.index, dst) for src in self.nodes if src.pid is not None
-                for dst, address in addresses.items()
-                if dst != src.index and not self.ping(src, address)]
+        return [
+            (src.index, dst)
+            for src in self.nodes
+            if src.pid is not None
+            for dst, address in addresses.items()
+            if dst != src.index and not self.ping(src, address)
+        ]
 
     def wait_reachable(self, timeout: float) -> float:
         """Wait until every node has routes to and pings every other; seconds it took."""
         start = time.monotonic()
         deadline = start + timeout
         while time.monotonic() < deadline:
-            if len(self.addresses()) == len([n for n in self.nodes if n.pid]) and \
-                    self.routes_complete() and not self.all_pairs_ping():
+            if (
+                len(self.addresses()) == len([n for n in self.nodes if n.pid])
+                and self.routes_complete()
+                and not self.all_pairs_ping()
+            ):
                 return time.monotonic() - start
             time.sleep(0.05)
         raise LabError(f"mesh not fully reachable within {timeout:g} s")
 
 
-def _within(prefix: str, network: Any) -> bool:
-    from ipaddress import IPv6Network
-
+def _within(prefix: str, network: IPv6Network) -> bool:
     try:
         return bool(IPv6Network(prefix, strict=False).subnet_of(network))
     except ValueError:
@@ -313,8 +377,9 @@ def farthest(lab: Lab, source: int = 1) -> int:
 
 # -- command line ------------------------------------------------------------------------------
 
-name_option = click.option("--name", default="lab", show_default=True,
-                           help="lab name (namespaces are bbl-NAME-n1...)")
+name_option = click.option(
+    "--name", default="lab", show_default=True, help="lab name (namespaces are bbl-NAME-n1...)"
+)
 
 
 def _guard(fn: Any) -> None:
@@ -336,19 +401,24 @@ def main() -> None:
     """A babbler mesh of N nodes in network namespaces, with real babeld (needs root)."""
 
 
-def _bring_up(name: str, nodes: int, topology: str, hello: float | None, mode: str,
-              wait: float | None) -> Lab:
+def _bring_up(
+    name: str, nodes: int, topology: str, hello: float | None, mode: str, wait: float | None
+) -> Lab:
     daemon_args = ["--mode", mode] + (["--hello-interval", f"{hello:g}"] if hello else [])
     started = time.monotonic()
     lab = Lab.create(name, nodes, topology, daemon_args)
     try:
         lab.start_all()
-        click.echo(f"lab {name}: {nodes} nodes, {topology}, babblerd serving on all "
-                   f"({time.monotonic() - started:.2f} s)")
+        click.echo(
+            f"lab {name}: {nodes} nodes, {topology}, babblerd serving on all "
+            f"({time.monotonic() - started:.2f} s)"
+        )
         if wait:
             lab.wait_reachable(wait)
-            click.echo(f"lab {name}: every node reaches every other "
-                       f"({time.monotonic() - started:.2f} s after up)")
+            click.echo(
+                f"lab {name}: every node reaches every other "
+                f"({time.monotonic() - started:.2f} s after up)"
+            )
     except BaseException:
         lab.down()
         raise
@@ -358,28 +428,47 @@ def _bring_up(name: str, nodes: int, topology: str, hello: float | None, mode: s
 up_options = [
     click.option("--nodes", default=4, show_default=True, type=click.IntRange(1, 64)),
     click.option("--topology", default="ring", show_default=True, type=click.Choice(TOPOLOGIES)),
-    click.option("--hello-interval", type=float, default=None,
-                 help="babblerd --hello-interval [default: babblerd's]"),
-    click.option("--mode", default="always", show_default=True,
-                 type=click.Choice(["always", "on-demand"])),
+    click.option(
+        "--hello-interval",
+        type=float,
+        default=None,
+        help="babblerd --hello-interval [default: babblerd's]",
+    ),
+    click.option(
+        "--mode", default="always", show_default=True, type=click.Choice(["always", "on-demand"])
+    ),
 ]
 
 
-def _with(options: list[Any]) -> Any:
-    def apply(fn: Any) -> Any:
+def _with(options: list[Callable[[F], F]]) -> Callable[[F], F]:
+    """Apply a shared list of click options (for commands that take the same ones)."""
+
+    def apply(fn: F) -> F:
         for option in reversed(options):
             fn = option(fn)
         return fn
+
     return apply
 
 
 @main.command()
 @name_option
 @_with(up_options)
-@click.option("--wait", type=float, default=None, metavar="SECONDS",
-              help="wait until every node pings every other, at most this long")
-def up(name: str, nodes: int, topology: str, hello_interval: float | None, mode: str,
-       wait: float | None) -> None:
+@click.option(
+    "--wait",
+    type=float,
+    default=None,
+    metavar="SECONDS",
+    help="wait until every node pings every other, at most this long",
+)
+def up(
+    name: str,
+    nodes: int,
+    topology: str,
+    hello_interval: float | None,
+    mode: str,
+    wait: float | None,
+) -> None:
     """Create the namespaces and links and start babblerd on every node."""
     _need_root()
     _guard(lambda: _bring_up(name, nodes, topology, hello_interval, mode, wait))
@@ -390,6 +479,7 @@ def up(name: str, nodes: int, topology: str, hello_interval: float | None, mode:
 @click.argument("node", required=False)
 def lab_status(name: str, node: str | None) -> None:
     """babblerctl status of NODE (n1, n2...), or one line per node."""
+
     def go() -> None:
         lab = Lab.load(name)
         if node:
@@ -399,10 +489,13 @@ def lab_status(name: str, node: str | None) -> None:
             try:
                 s = lab.status(n)
                 usable = sum(1 for r in s["routes"] if is_usable(r))
-                click.echo(f"{n.name}  {s['node_id']}  mesh {s['mesh']:<8}  "
-                           f"neighbours {len(s['neighbours'])}  usable routes {usable}")
+                click.echo(
+                    f"{n.name}  {s['node_id']}  mesh {s['mesh']:<8}  "
+                    f"neighbours {len(s['neighbours'])}  usable routes {usable}"
+                )
             except NotRunning:
                 click.echo(f"{n.name}  not running")
+
     _guard(go)
 
 
@@ -413,9 +506,11 @@ def lab_status(name: str, node: str | None) -> None:
 def lab_exec(name: str, node: str, command: tuple[str, ...]) -> None:
     """Run COMMAND inside NODE's namespace: babbler-lab exec n1 -- ping fde0:..."""
     _need_root()
+
     def go() -> None:
         target = Lab.load(name).node(node)
         os.execvp("ip", ["ip", "netns", "exec", target.netns, *command])
+
     _guard(go)
 
 
@@ -434,6 +529,7 @@ def down(name: str) -> None:
 def demo(name: str, nodes: int, topology: str, hello_interval: float | None, mode: str) -> None:
     """Up a mesh, show node 1's status, ping the farthest node, tear it all down."""
     _need_root()
+
     def go() -> None:
         lab = _bring_up(name, nodes, topology, hello_interval, mode, wait=60)
         try:
@@ -442,8 +538,10 @@ def demo(name: str, nodes: int, topology: str, hello_interval: float | None, mod
             click.echo(render_status(lab.status(first)))
             far = lab.nodes[farthest(lab) - 1]
             address = lab.status(far)["addresses"][0]["address"]
-            click.echo(f"\n$ babbler-lab exec {first.name} -- ping -c 3 {address}   "
-                       f"# {far.name}, the farthest node")
+            click.echo(
+                f"\n$ babbler-lab exec {first.name} -- ping -c 3 {address}   "
+                f"# {far.name}, the farthest node"
+            )
             result = lab.exec(first, "ping", "-6", "-c", "3", "-i", "0.2", address)
             click.echo(result.stdout.rstrip() or result.stderr.rstrip())
             if result.returncode != 0:
@@ -451,4 +549,5 @@ def demo(name: str, nodes: int, topology: str, hello_interval: float | None, mod
         finally:
             lab.down()
             click.echo(f"\nlab {name}: down")
+
     _guard(go)

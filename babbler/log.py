@@ -7,15 +7,20 @@ import sys
 
 import structlog
 
-LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING,
-          "error": logging.ERROR}
+LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+}
 
 
 def configure(log_format: str | None, level: str) -> None:
     """`log_format` None picks console on a terminal, JSON otherwise. Logs go to stderr."""
     fmt = log_format or ("console" if sys.stderr.isatty() else "json")
     renderer: structlog.typing.Processor = (
-        structlog.processors.JSONRenderer() if fmt == "json"
+        structlog.processors.JSONRenderer()
+        if fmt == "json"
         else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
     )
     structlog.configure(

@@ -37,7 +37,8 @@ def ensure_dir(path: Path, mode: int) -> None:
             os.chmod(path, mode)
         except OSError as error:
             raise EnvironmentProblem(
-                f"cannot set mode {mode:o} on {path}: {error.strerror or error}") from None
+                f"cannot set mode {mode:o} on {path}: {error.strerror or error}"
+            ) from None
 
 
 def prepare(run_dir: Path, private_dir: Path, state_dir: Path) -> str | None:

@@ -7,6 +7,7 @@ batches what is queued into one write. Client input is parsed here and never rea
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -19,6 +20,7 @@ from typing import Any, Protocol
 
 import structlog
 import trio
+import trio.lowlevel
 
 from babbler.errors import EnvironmentProblem
 from babbler.lines import TOO_LONG, LineReader
@@ -130,8 +132,11 @@ class Hub:
         events = "".join(text for is_event, text in pending if is_event)
         both = "".join(text for _, text in pending)
         for client in list(self.clients):
-            text = both if client.monitor and client.watch else (
-                lines if client.monitor else events if client.watch else "")
+            text = (
+                both
+                if client.monitor and client.watch
+                else (lines if client.monitor else events if client.watch else "")
+            )
             if text:
                 client.offer(text)
 
@@ -222,11 +227,9 @@ async def handle_client(hub: Hub, view: View, stream: trio.SocketStream) -> None
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(_write_queued, stream, client)
                 await _read_requests(stream, client, hub, view)
-                # Quit or hang-up: let the writer send what is queued, then close.
+                # Quit or hang-up: the writer ends once it has sent what is queued.
                 client.queue_in.close()
-                with trio.move_on_after(FAREWELL):
-                    await _drained(client)
-                nursery.cancel_scope.cancel()
+                nursery.cancel_scope.deadline = trio.current_time() + FAREWELL
     except* (trio.BrokenResourceError, trio.ClosedResourceError):
         pass
     except* Exception:
@@ -237,25 +240,17 @@ async def handle_client(hub: Hub, view: View, stream: trio.SocketStream) -> None
             log.warning("client too slow, disconnected", client=client.number)
             with trio.move_on_after(FAREWELL) as scope:
                 scope.shield = True
-                try:
+                with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
                     await stream.send_all(b"no too slow\n")
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    pass
         with trio.CancelScope(shield=True):
             await stream.aclose()
         log.debug("client gone", client=client.number)
 
 
-async def _drained(client: Client) -> None:
-    while client.queue_out.statistics().current_buffer_used:
-        await trio.sleep(0.01)
-    await trio.sleep(0)
-
-
-def bind_public_socket(path: Path) -> trio.socket.SocketType:
+def bind_public_socket(path: Path) -> tuple[trio.socket.SocketType, int]:
     """Bind the public socket at `path` (mode 0666). If something answers there already,
     refuse; a dead socket, or anything else left at the path, is removed without following
-    it. Raises EnvironmentProblem."""
+    it. Returns the listening socket and the socket file's inode. Raises EnvironmentProblem."""
     try:
         info = path.lstat()
     except FileNotFoundError:
@@ -281,15 +276,25 @@ def bind_public_socket(path: Path) -> trio.socket.SocketType:
         if error.errno == errno.ENAMETOOLONG or len(str(path)) >= 108:
             raise EnvironmentProblem(f"socket path too long (max 107 bytes): {path}") from None
         raise EnvironmentProblem(f"cannot serve {path}: {error.strerror or error}") from None
-    return trio.socket.from_stdlib_socket(raw)
+    return trio.socket.from_stdlib_socket(raw), path.lstat().st_ino
+
+
+def remove_socket_file(path: Path, inode: int) -> None:
+    """Remove the socket file if it is still ours (not replaced by a later daemon)."""
+    with contextlib.suppress(FileNotFoundError):
+        if path.lstat().st_ino == inode:
+            path.unlink()
 
 
 async def serve(
-    path: Path, hub: Hub, view: View, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    path: Path,
+    hub: Hub,
+    view: View,
+    *,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve the public socket until cancelled; the socket file is removed on the way out."""
-    sock = bind_public_socket(path)
-    identity = path.stat().st_ino
+    sock, inode = bind_public_socket(path)
     try:
         async with trio.open_nursery() as nursery:
             listeners = [trio.SocketListener(sock)]
@@ -298,8 +303,4 @@ async def serve(
             log.info("serving", socket=str(path))
             task_status.started()
     finally:
-        try:
-            if path.lstat().st_ino == identity:
-                path.unlink()
-        except FileNotFoundError:
-            pass
+        remove_socket_file(path, inode)

@@ -9,6 +9,7 @@ forked from the trio thread itself and waited for through a pidfd.
 from __future__ import annotations
 
 import collections
+import contextlib
 import ctypes
 import os
 import signal
@@ -42,10 +43,19 @@ def babeld_args(
 ) -> list[str]:
     """The exact command line of DESIGN.md "babeld"."""
     args = [
-        program, "-c", str(config_file), "-G", str(control_socket), "-I", str(pid_file),
-        "-S", str(state_file),
-        "-C", f"redistribute local ip {node_range}",
-        "-C", "redistribute local deny",
+        program,
+        "-c",
+        str(config_file),
+        "-G",
+        str(control_socket),
+        "-I",
+        str(pid_file),
+        "-S",
+        str(state_file),
+        "-C",
+        f"redistribute local ip {node_range}",
+        "-C",
+        "redistribute local deny",
     ]
     if interface_options:
         args += ["-C", f"interface {first_interface} {interface_options}"]
@@ -76,27 +86,43 @@ def _process_name(pid: int) -> str | None:
     return None if rest.split()[:1] == ["Z"] else name
 
 
+def _read_pid(pid_file: Path) -> int:
+    try:
+        return int(pid_file.read_text().strip())
+    except (OSError, ValueError):
+        return 0
+
+
+def _remove(*paths: Path) -> None:
+    """Remove files without following symlinks; absent ones are fine."""
+    for path in paths:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+
+
 async def clear_stale(pid_file: Path, control_socket: Path) -> int | None:
     """Stop a babeld left running by an earlier daemon (its pid file names a live babeld),
     then remove the pid file and socket babeld would refuse to start with.
     Returns the pid that was stopped, if any."""
+    pid = _read_pid(pid_file)
     stopped = None
-    try:
-        pid = int(pid_file.read_text().strip())
-    except (OSError, ValueError):
-        pid = 0
     if pid > 0 and _process_name(pid) == "babeld":
         log.warning("stopping stale babeld", pid=pid, pid_file=str(pid_file))
-        os.kill(pid, signal.SIGTERM)
-        with trio.move_on_after(STOP_GRACE):
-            while _process_name(pid) == "babeld":
-                await trio.sleep(0.02)
-        if _process_name(pid) == "babeld":
-            os.kill(pid, signal.SIGKILL)
+        try:
+            pidfd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            pidfd = None
+        if pidfd is not None:
+            try:
+                os.kill(pid, signal.SIGTERM)
+                with trio.move_on_after(STOP_GRACE):
+                    await trio.lowlevel.wait_readable(pidfd)
+                if _process_name(pid) == "babeld":
+                    os.kill(pid, signal.SIGKILL)
+            finally:
+                os.close(pidfd)
         stopped = pid
-    for path in (pid_file, control_socket):
-        if path.is_symlink() or path.exists():
-            path.unlink()
+    _remove(pid_file, control_socket)
     return stopped
 
 
@@ -105,7 +131,7 @@ class BabeldProcess:
 
     def __init__(self, args: Sequence[str]) -> None:
         try:
-            self._popen = subprocess.Popen(  # noqa: ASYNC220 - see module docstring
+            self._popen = subprocess.Popen(
                 list(args),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
@@ -115,7 +141,8 @@ class BabeldProcess:
             )
         except OSError as error:
             raise EnvironmentProblem(
-                f"cannot run babeld ({args[0]}): {error.strerror or error}") from None
+                f"cannot run babeld ({args[0]}): {error.strerror or error}"
+            ) from None
         self.pid = self._popen.pid
         self._pidfd = os.pidfd_open(self.pid)
         self.tail: collections.deque[str] = collections.deque(maxlen=OUTPUT_TAIL)

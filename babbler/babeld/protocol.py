@@ -75,7 +75,7 @@ def parse_line(text: str) -> Line:
         raise ProtocolError("empty line")
     head = words[0]
     if head in STATUSES:
-        return StatusLine(head, text[len(head):].strip())
+        return StatusLine(head, text[len(head) :].strip())
     if head in GREETING_KEYS:
         return GreetingLine(head, " ".join(words[1:]))
     if head in VERBS:

@@ -12,7 +12,7 @@ import errno
 import os
 import socket
 from collections.abc import AsyncIterator, Iterable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from ipaddress import IPv6Address
 from pathlib import Path
 from typing import Any
@@ -64,10 +64,8 @@ def _sysfs_facts(name: str) -> tuple[bool, bool, str | None]:
     has_device = (base / "device").exists()
     wireless = (base / "wireless").exists() or (base / "phy80211").exists()
     driver = None
-    try:
+    with suppress(OSError):
         driver = os.path.basename(os.readlink(base / "device" / "driver"))
-    except OSError:
-        pass
     return has_device, wireless, driver
 
 
@@ -137,8 +135,10 @@ class LinuxKernel:
     async def snapshot(self) -> dict[str, Link]:
         links_msg = ifinfmsg()
         links_msg["family"] = socket.AF_UNSPEC
-        links = {m["index"]: _link_from(m) for m in await self._request(
-            links_msg, RTM_GETLINK, NLM_F_REQUEST | NLM_F_DUMP)}
+        links = {
+            m["index"]: _link_from(m)
+            for m in await self._request(links_msg, RTM_GETLINK, NLM_F_REQUEST | NLM_F_DUMP)
+        }
         addr_msg = ifaddrmsg()
         addr_msg["family"] = socket.AF_INET6
         addresses: dict[int, set[IPv6Address]] = {}
@@ -154,9 +154,12 @@ class LinuxKernel:
         out = {}
         for index, link in links.items():
             out[link.name] = Link(
-                **{**link.__dict__,
-                   "link_local": index in link_local,
-                   "addresses": frozenset(addresses.get(index, ()))})
+                **{
+                    **link.__dict__,
+                    "link_local": index in link_local,
+                    "addresses": frozenset(addresses.get(index, ())),
+                }
+            )
         return out
 
     async def wait_for_change(self) -> None:
@@ -183,8 +186,11 @@ class LinuxKernel:
         return msg
 
     async def add_address(self, change: AddressChange) -> None:
-        await self._request(self._address_msg(change), RTM_NEWADDR,
-                            NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_REPLACE)
+        await self._request(
+            self._address_msg(change),
+            RTM_NEWADDR,
+            NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_REPLACE,
+        )
 
     async def remove_address(self, change: AddressChange) -> None:
         try:
@@ -196,8 +202,11 @@ class LinuxKernel:
     async def flush_babel_routes(self) -> int:
         query = rtmsg()
         query["family"] = socket.AF_INET6
-        routes = [r for r in await self._request(query, RTM_GETROUTE, NLM_F_REQUEST | NLM_F_DUMP)
-                  if r["proto"] == RTPROT_BABEL]
+        routes = [
+            r
+            for r in await self._request(query, RTM_GETROUTE, NLM_F_REQUEST | NLM_F_DUMP)
+            if r["proto"] == RTPROT_BABEL
+        ]
         for route in routes:
             await self._delete_route(route)
         return len(routes)
@@ -207,8 +216,9 @@ class LinuxKernel:
         for key in ("family", "dst_len", "src_len", "proto", "type", "scope"):
             msg[key] = route[key]
         msg["table"] = route["table"]
-        msg["attrs"] = [(name, route.get_attr(name)) for name in _ROUTE_KEYS
-                        if route.get_attr(name) is not None]
+        msg["attrs"] = [
+            (name, route.get_attr(name)) for name in _ROUTE_KEYS if route.get_attr(name) is not None
+        ]
         try:
             await self._request(msg, RTM_DELROUTE, NLM_F_REQUEST | NLM_F_ACK)
         except NetlinkError as error:

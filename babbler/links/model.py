@@ -14,8 +14,27 @@ from ipaddress import IPv6Address
 ARPHRD_ETHER = 1
 # Link kinds that are never physical, even when their type is Ethernet.
 VIRTUAL_KINDS = frozenset(
-    {"bridge", "bond", "vlan", "macvlan", "macvtap", "ipvlan", "veth", "vxlan", "dummy",
-     "tun", "tap", "team", "wireguard", "geneve", "vrf", "gre", "gretap", "ip6gre", "ip6tnl"}
+    {
+        "bridge",
+        "bond",
+        "vlan",
+        "macvlan",
+        "macvtap",
+        "ipvlan",
+        "veth",
+        "vxlan",
+        "dummy",
+        "tun",
+        "tap",
+        "team",
+        "wireguard",
+        "geneve",
+        "vrf",
+        "gre",
+        "gretap",
+        "ip6gre",
+        "ip6tnl",
+    }
 )
 THUNDERBOLT_DRIVER = "thunderbolt-net"
 

@@ -65,8 +65,9 @@ class Fake:
         return self.log.read_text().splitlines()
 
     def starts(self) -> list[tuple[int, float]]:
-        return [(int(x.split()[1]), float(x.split()[2])) for x in self.lines()
-                if x.startswith("start ")]
+        return [
+            (int(x.split()[1]), float(x.split()[2])) for x in self.lines() if x.startswith("start ")
+        ]
 
     def requests(self) -> list[str]:
         return [x.removeprefix("request ") for x in self.lines() if x.startswith("request ")]
@@ -118,8 +119,9 @@ async def connect(path: Path, read_header: bool = True) -> Client:
 
 
 @asynccontextmanager
-async def running(kernel: FakeKernel, fake_mode: str = "normal", chatter: str | None = None,
-                  **settings: object) -> AsyncIterator[tuple[Daemon, Fake]]:
+async def running(
+    kernel: FakeKernel, fake_mode: str = "normal", chatter: str | None = None, **settings: object
+) -> AsyncIterator[tuple[Daemon, Fake]]:
     base = Path(tempfile.mkdtemp(prefix="bbc", dir="/tmp"))  # short: socket paths < 108 bytes
     fake = Fake(base)
     wrapper = base / "babeld"
@@ -127,10 +129,15 @@ async def running(kernel: FakeKernel, fake_mode: str = "normal", chatter: str | 
     if chatter:
         env["FAKE_BABELD_CHATTER"] = chatter
     exports = "".join(f"export {k}='{v}'\n" for k, v in env.items())
-    wrapper.write_text(f"#!/bin/sh\n{exports}exec {sys.executable} {FAKE} \"$@\"\n")
+    wrapper.write_text(f'#!/bin/sh\n{exports}exec {sys.executable} {FAKE} "$@"\n')
     wrapper.chmod(0o755)
-    config = Config(run_dir=base / "run", state_dir=base / "state", babeld=str(wrapper),
-                    interface=("v*",), **settings)  # type: ignore[arg-type]
+    config = Config(
+        run_dir=base / "run",
+        state_dir=base / "state",
+        babeld=str(wrapper),
+        interface=("v*",),
+        **settings,
+    )  # type: ignore[arg-type]
     paths.prepare(config.run_dir, config.private_dir, config.state_dir)
     daemon = Daemon(config, {}, kernel, NODE)
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -26,7 +27,9 @@ async def test_always_mode_runs_babeld_and_serves_its_table() -> None:
         assert status["mesh"] == "running"
         assert status["node_id"] == "1a2b3c4d5e6f"
         assert status["addresses"] == [{"interface": "v1x2", "address": MINE}]
-        assert status["interfaces"] == [{"name": "v1x2", "kind": "other", "up": True, "babel": True}]
+        assert status["interfaces"] == [
+            {"name": "v1x2", "kind": "other", "up": True, "babel": True}
+        ]
         assert status["routes"][0]["prefix"] == "fde0:20c6:1fa7:ffff:aaaa:bbbb:cccc:1/128"
         assert status["neighbours"][0]["reach"] == "ffff"
         assert status["babeld"]["pid"] == fake.starts()[0][0]
@@ -64,7 +67,10 @@ async def test_refused_interface_is_reported_not_fatal() -> None:
         await eventually(lambda: "interface v1x3 hello-interval 0.25" in fake.requests())
         status = daemon.status()
         assert status["mesh"] == "running"
-        assert {i["name"]: i["babel"] for i in status["interfaces"]} == {"v1x2": True, "v1x3": False}
+        assert {i["name"]: i["babel"] for i in status["interfaces"]} == {
+            "v1x2": True,
+            "v1x3": False,
+        }
 
 
 async def test_babeld_that_exits_at_once_is_retried_with_backoff_and_reported() -> None:
@@ -76,11 +82,13 @@ async def test_babeld_that_exits_at_once_is_retried_with_backoff_and_reported() 
         assert status["babeld"]["restarts"] >= 3
         assert "unknown option -Z" in status["babeld"]["last_error"]
         times = [t for _, t in fake.starts()]
-        gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+        gaps = [b - a for a, b in itertools.pairwise(times)]
         assert gaps[2] > gaps[0]  # 0.1, 0.2, 0.4 s... plus start-up time
 
 
-async def test_babeld_that_never_greets_is_killed_and_restarted(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_babeld_that_never_greets_is_killed_and_restarted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setattr(mesh, "GREETING_DEADLINE", 0.5)
     async with running(FakeKernel(veth("v1x2", 2)), fake_mode="silent", mode="always") as (d, fake):
         await eventually(lambda: len(fake.starts()) >= 2, what="a second attempt")
@@ -128,7 +136,9 @@ async def test_watch_sends_snapshot_then_only_real_changes() -> None:
         assert event["type"] in ("addresses", "interfaces", "interface")
 
 
-async def test_slow_client_is_cut_off_and_others_keep_receiving(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_slow_client_is_cut_off_and_others_keep_receiving(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setattr(server, "QUEUE_LIMIT", 16)
     async with running(FakeKernel(veth("v1x2", 2)), chatter="0.005,200", mode="always") as (d, _):
         await eventually(lambda: d.mesh.state == "running")
@@ -162,7 +172,9 @@ async def test_garbage_and_overlong_lines_get_bad_and_never_reach_babeld() -> No
     async with running(FakeKernel(veth("v1x2", 2)), mode="always") as (daemon, fake):
         await eventually(lambda: daemon.mesh.state == "running")
         client = await connect(daemon.config.socket_path)
-        assert await client.request("interface eth0") == ["bad unknown request 'interface', try help"]
+        assert await client.request("interface eth0") == [
+            "bad unknown request 'interface', try help"
+        ]
         await client.send(b"\xff\xfe\n")
         assert await client.until_status() == ["bad request is not UTF-8"]
         await client.send(b"x" * 1_000_000 + b"\n")

@@ -11,6 +11,7 @@ the environment:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import selectors
 import signal
@@ -22,10 +23,14 @@ MODE = os.environ.get("FAKE_BABELD_MODE", "normal")
 LOG = os.environ.get("FAKE_BABELD_LOG")
 CHATTER = os.environ.get("FAKE_BABELD_CHATTER")
 GREETING = b"BABEL 1.0\nversion babeld-1.12.1\nhost fake\nmy-id 02:00:00:ff:fe:00:00:01\nok\n"
-NEIGHBOUR = ("neighbour 5600000000a1 address fe80::2 if {if} reach ffff ureach 0000 "
-             "rxcost 96 txcost 96 cost 96")
-ROUTE = ("route 5600000000b1 prefix fde0:20c6:1fa7:ffff:aaaa:bbbb:cccc:1/128 from ::/0 "
-         "installed yes id 02:00:00:ff:fe:00:00:02 metric 96 refmetric 0 via fe80::2 if {if}")
+NEIGHBOUR = (
+    "neighbour 5600000000a1 address fe80::2 if {if} reach ffff ureach 0000 "
+    "rxcost 96 txcost 96 cost 96"
+)
+ROUTE = (
+    "route 5600000000b1 prefix fde0:20c6:1fa7:ffff:aaaa:bbbb:cccc:1/128 from ::/0 "
+    "installed yes id 02:00:00:ff:fe:00:00:02 metric 96 refmetric 0 via fe80::2 if {if}"
+)
 XROUTE = "xroute x1 prefix fde0:20c6:1fa7:ffff:1a2b:3c4d:5e6f:1/128 from ::/0 metric 0"
 
 
@@ -55,10 +60,8 @@ def main() -> None:
     def finish(*_: object) -> None:
         record("stop")
         for path in (sock_path, pid_path):
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
-            except FileNotFoundError:
-                pass
         os._exit(0)
 
     signal.signal(signal.SIGTERM, finish)
@@ -70,8 +73,11 @@ def main() -> None:
 
     def table() -> bytes:
         lines = [f"add interface {name} up true ipv6 fe80::1" for name in interfaces]
-        lines += ["add " + NEIGHBOUR.format(**{"if": first}), "add " + XROUTE,
-                  "add " + ROUTE.format(**{"if": first})]
+        lines += [
+            "add " + NEIGHBOUR.format(**{"if": first}),
+            "add " + XROUTE,
+            "add " + ROUTE.format(**{"if": first}),
+        ]
         return "".join(f"{line}\n" for line in lines).encode()
 
     def broadcast(text: str) -> None:

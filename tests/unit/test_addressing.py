@@ -22,7 +22,9 @@ indices = st.integers(min_value=1, max_value=65534)
 
 def test_node_range_matches_the_contract_example() -> None:
     assert node_range(0x1A2B3C4D5E6F) == IPv6Network("fde0:20c6:1fa7:ffff:1a2b:3c4d:5e6f:0/112")
-    assert interface_address(0x1A2B3C4D5E6F, 1) == IPv6Address("fde0:20c6:1fa7:ffff:1a2b:3c4d:5e6f:1")
+    assert interface_address(0x1A2B3C4D5E6F, 1) == IPv6Address(
+        "fde0:20c6:1fa7:ffff:1a2b:3c4d:5e6f:1"
+    )
 
 
 @given(node_ids, indices)

@@ -55,7 +55,7 @@ def test_bad_file_names_file_and_key(tmp_path: Path) -> None:
         build({}, path)
     with pytest.raises(ConfigError, match="unknown key 'colour'"):
         build({}, write(tmp_path, 'colour = "red"\n'))
-    with pytest.raises(ConfigError, match="config .*babblerd.toml: "):
+    with pytest.raises(ConfigError, match=r"config .*babblerd\.toml: "):
         build({}, write(tmp_path, "mode = \n"))
 
 

@@ -17,14 +17,20 @@ VLAN = Link("enp3s0.10", 8, kind="vlan", up=True, link_local=True)
 LOOPBACK = Link("lo", 1, arp_type=772, up=True)
 DOWN = Link("eth1", 9, has_device=True, up=False, link_local=False)
 TENTATIVE = Link("eth2", 10, has_device=True, up=True, link_local=False)
-ALL = {ln.name: ln for ln in (ETH, THUNDERBOLT, WIFI, VETH, BRIDGE, ENSLAVED, VLAN, LOOPBACK,
-                              DOWN, TENTATIVE)}
+ALL = {
+    ln.name: ln
+    for ln in (ETH, THUNDERBOLT, WIFI, VETH, BRIDGE, ENSLAVED, VLAN, LOOPBACK, DOWN, TENTATIVE)
+}
 
 
 def test_default_selection_is_physical_wired_links_only() -> None:
     selector = Selector()
     assert {n for n, ln in ALL.items() if selector.selects(ln)} == {
-        "enp3s0", "thunderbolt0", "eth1", "eth2"}
+        "enp3s0",
+        "thunderbolt0",
+        "eth1",
+        "eth2",
+    }
     assert usable_names(ALL, selector) == {"enp3s0", "thunderbolt0"}
 
 
@@ -71,24 +77,34 @@ def test_plan_adds_own_removes_stale_and_leaves_foreign() -> None:
 
 def test_inactive_plan_removes_own_addresses_everywhere_but_not_foreign_mesh_ones() -> None:
     # Own-range addresses are ours wherever they are; other mesh addresses only on our links.
-    other = Link("eth9", 11, kind="dummy", up=True, link_local=True,
-                 addresses=frozenset({interface_address(NODE, 7), STALE}))
+    other = Link(
+        "eth9",
+        11,
+        kind="dummy",
+        up=True,
+        link_local=True,
+        addresses=frozenset({interface_address(NODE, 7), STALE}),
+    )
     snapshot = {"v1x2": with_addresses(VETH, MINE), "eth9": other}
     result = plan(snapshot, Selector(interface=("v*",)), NODE, {})
-    assert set(result.remove) == {AddressChange("v1x2", 5, MINE),
-                                  AddressChange("eth9", 11, interface_address(NODE, 7))}
+    assert set(result.remove) == {
+        AddressChange("v1x2", 5, MINE),
+        AddressChange("eth9", 11, interface_address(NODE, 7)),
+    }
     assert result.add == ()
 
 
 def test_numbers_are_kept_for_life_and_adopted_from_a_previous_run() -> None:
     book = IndexBook()
     selector = Selector(interface=("v*",))
-    left_behind = with_addresses(Link("v1x3", 6, kind="veth", up=True, link_local=True),
-                                 interface_address(NODE, 9))
+    left_behind = with_addresses(
+        Link("v1x3", 6, kind="veth", up=True, link_local=True), interface_address(NODE, 9)
+    )
     snapshot = {"v1x2": VETH, "v1x3": left_behind}
     wanted = wanted_addresses(snapshot, selector, NODE, book, active=True)
     assert wanted == {"v1x2": interface_address(NODE, 1), "v1x3": interface_address(NODE, 9)}
     # v1x2 disappears and comes back with another kernel index: same number.
-    again = wanted_addresses({"v1x2": Link(**{**VETH.__dict__, "index": 42})}, selector, NODE,
-                             book, active=True)
+    again = wanted_addresses(
+        {"v1x2": Link(**{**VETH.__dict__, "index": 42})}, selector, NODE, book, active=True
+    )
     assert again == {"v1x2": interface_address(NODE, 1)}

@@ -8,8 +8,10 @@ def line(text: str) -> TableLine:
     return parsed
 
 
-ROUTE = ("route 1 prefix fde0:20c6:1fa7:ffff:2::1/128 from ::/0 installed yes id a:b metric 96 "
-         "refmetric 0 via fe80::1 if v1x2")
+ROUTE = (
+    "route 1 prefix fde0:20c6:1fa7:ffff:2::1/128 from ::/0 installed yes id a:b metric 96 "
+    "refmetric 0 via fe80::1 if v1x2"
+)
 
 
 def test_add_then_identical_change_is_forwarded_but_not_a_real_change() -> None:
@@ -49,8 +51,15 @@ def test_flush_all_yields_flush_for_every_entry_in_dump_order() -> None:
 
 def test_route_view_and_usability() -> None:
     view = route_view(line("add " + ROUTE))
-    assert view == {"prefix": "fde0:20c6:1fa7:ffff:2::1/128", "router_id": "a:b", "metric": 96,
-                    "refmetric": 0, "installed": True, "via": "fe80::1", "interface": "v1x2"}
+    assert view == {
+        "prefix": "fde0:20c6:1fa7:ffff:2::1/128",
+        "router_id": "a:b",
+        "metric": 96,
+        "refmetric": 0,
+        "installed": True,
+        "via": "fe80::1",
+        "interface": "v1x2",
+    }
     assert is_usable(view)
     assert not is_usable({**view, "metric": 65535})
     assert not is_usable({**view, "installed": False})

@@ -1,0 +1,31 @@
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from babbler.lab import Lab
+
+LabFactory = Callable[..., Lab]
+
+
+@pytest.fixture
+def make_lab() -> Iterator[LabFactory]:
+    """Labs named after this test process; every one is taken down, also on failure."""
+    labs: list[Lab] = []
+
+    def make(nodes: int, topology: str = "line", start: bool = True, *args: str) -> Lab:
+        name = f"t{os.getpid() % 100000}{len(labs)}"
+        lab = Lab.create(name, nodes, topology, ["--mode", "always", *args])
+        labs.append(lab)
+        if start:
+            lab.start_all()
+        return lab
+
+    yield make
+    for lab in labs:
+        lab.down()
+    left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert not any(f"bbl-{lab.name}-" in left for lab in labs), left

@@ -1,0 +1,134 @@
+"""Real babblerd and babeld in network namespaces, wired with veth pairs."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from ipaddress import IPv6Address
+from pathlib import Path
+
+import pytest
+
+from babbler.addressing import MESH_PREFIX, node_range
+from babbler.lab import Lab, _alive
+from babbler.state import is_usable
+from tests.integration.conftest import LabFactory
+
+pytestmark = pytest.mark.integration
+WAIT = 60.0  # generous bounded waits: the machine is shared
+
+
+def until(check: object, timeout: float = WAIT, what: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():  # type: ignore[operator]
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"not within {timeout} s: {what}")
+
+
+def mesh_addresses(lab: Lab, node_index: int) -> set[IPv6Address]:
+    out = lab.exec(lab.nodes[node_index - 1], "ip", "-6", "-o", "addr", "show").stdout
+    found = {
+        IPv6Address(word.split("/")[0])
+        for line in out.splitlines()
+        for word in line.split()
+        if "/" in word and ":" in word
+    }
+    return {a for a in found if a in MESH_PREFIX}
+
+
+def test_three_node_line_routes_and_pings_end_to_end(make_lab: LabFactory) -> None:
+    lab = make_lab(3, "line")
+    lab.wait_reachable(WAIT)
+    status = lab.status(lab.nodes[0])
+    assert status["mesh"] == "running"
+    ranges = [node_range(int(lab.status(n)["node_id"], 16)) for n in lab.nodes[1:]]
+    usable = [r["prefix"] for r in status["routes"] if is_usable(r)]
+    for other in ranges:
+        assert any(IPv6Address(p.split("/")[0]) in other for p in usable), (other, usable)
+    far = lab.status(lab.nodes[2])["addresses"][0]["address"]
+    assert lab.ping(lab.nodes[0], far)
+
+
+def test_stale_mesh_addresses_are_flushed_and_foreign_ones_kept(make_lab: LabFactory) -> None:
+    lab = make_lab(2, "line", False)
+    n1 = lab.nodes[0]
+    for address in ("fde0:20c6:1fa7:1::5/128", "fd00:1::5/128"):
+        assert lab.exec(n1, "ip", "addr", "add", address, "dev", "v1x2", "nodad").returncode == 0
+    lab.start_all()
+    until(lambda: lab.status(n1)["addresses"], what="own address added")
+    own = IPv6Address(lab.status(n1)["addresses"][0]["address"])
+    until(lambda: mesh_addresses(lab, 1) == {own}, what="stale address removed")
+    assert "fd00:1::5/128" in lab.exec(n1, "ip", "-6", "addr", "show", "dev", "v1x2").stdout
+
+
+def test_link_down_up_re_adds_the_address(make_lab: LabFactory) -> None:
+    lab = make_lab(2, "line")
+    lab.wait_reachable(WAIT)
+    n1 = lab.nodes[0]
+    own = lab.status(n1)["addresses"][0]["address"]
+    lab.exec(n1, "ip", "link", "set", "v1x2", "down")
+    until(lambda: lab.status(n1)["addresses"] == [], what="address gone with the link")
+    lab.exec(n1, "ip", "link", "set", "v1x2", "up")
+    until(
+        lambda: [a["address"] for a in lab.status(n1)["addresses"]] == [own],
+        what="the same address back",
+    )
+    lab.wait_reachable(WAIT)
+
+
+def test_sigterm_leaves_no_babeld_no_address_and_no_socket(make_lab: LabFactory) -> None:
+    lab = make_lab(2, "line")
+    lab.wait_reachable(WAIT)
+    n1 = lab.nodes[0]
+    babeld = lab.status(n1)["babeld"]["pid"]
+    assert babeld and _alive(babeld, "babeld")
+    started = time.monotonic()
+    assert n1.pid is not None
+    os.kill(n1.pid, signal.SIGTERM)
+    assert lab.wait_exit(n1, timeout=5) == 0
+    assert time.monotonic() - started < 5
+    assert not _alive(babeld, "babeld")
+    assert mesh_addresses(lab, 1) == set()
+    assert not n1.socket.exists()
+    assert not (n1.run_dir / "private" / "babeld.pid").exists()
+
+
+def test_babeld_killed_comes_back_and_routes_return(make_lab: LabFactory) -> None:
+    lab = make_lab(3, "line")
+    lab.wait_reachable(WAIT)
+    middle = lab.nodes[1]
+    first_pid = lab.status(middle)["babeld"]["pid"]
+    os.kill(first_pid, signal.SIGKILL)
+    until(
+        lambda: (
+            lab.status(middle)["babeld"]["restarts"] == 1
+            and lab.status(middle)["mesh"] == "running"
+        ),
+        what="babeld restarted",
+    )
+    assert lab.status(middle)["babeld"]["pid"] != first_pid
+    lab.wait_reachable(WAIT)  # n1 <-> n3 only through the restarted babeld
+
+
+def test_babblerd_killed_leaves_no_babeld_and_restarts_with_the_same_id(
+    make_lab: LabFactory,
+) -> None:
+    lab = make_lab(2, "line")
+    lab.wait_reachable(WAIT)
+    n1 = lab.nodes[0]
+    before = lab.status(n1)
+    babeld = before["babeld"]["pid"]
+    assert n1.pid is not None
+    os.kill(n1.pid, signal.SIGKILL)
+    lab.wait_exit(n1)
+    until(lambda: not _alive(babeld, "babeld"), timeout=5, what="babeld died with babblerd")
+    assert Path(n1.socket).exists()  # left behind by SIGKILL; the next start copes
+    lab.start(n1)
+    after = lab.status(n1)
+    assert after["node_id"] == before["node_id"]
+    assert after["node_id_source"] == "file"
+    lab.wait_reachable(WAIT)
+    assert lab.status(n1)["addresses"] == before["addresses"]
