@@ -207,6 +207,10 @@ class Lab:
 
     def start(self, node: Node, extra: list[str] | None = None) -> None:
         """Start babblerd in the node's namespace and wait until its socket answers."""
+        self._spawn(node, extra)
+        self._wait_served(node)
+
+    def _spawn(self, node: Node, extra: list[str] | None = None) -> None:
         node.run_dir.mkdir(parents=True, exist_ok=True)
         args = [
             "ip",
@@ -234,6 +238,9 @@ class Lab:
         node.pid = process.pid
         _children[process.pid] = process
         self.save()
+
+    def _wait_served(self, node: Node) -> None:
+        process = _children[node.pid or -1]
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
             if process.poll() is not None:
@@ -248,8 +255,11 @@ class Lab:
         raise LabError(f"babblerd on {node.name} did not serve {node.socket} within 15 s")
 
     def start_all(self) -> None:
+        """Start every node at once (as machines powered on together would)."""
         for node in self.nodes:
-            self.start(node)
+            self._spawn(node)
+        for node in self.nodes:
+            self._wait_served(node)
 
     def stop(self, node: Node, sig: int = signal.SIGTERM) -> None:
         if node.pid is None:
@@ -377,10 +387,6 @@ def farthest(lab: Lab, source: int = 1) -> int:
 
 # -- command line ------------------------------------------------------------------------------
 
-name_option = click.option(
-    "--name", default="lab", show_default=True, help="lab name (namespaces are bbl-NAME-n1...)"
-)
-
 
 def _guard(fn: Any) -> None:
     try:
@@ -397,8 +403,24 @@ def _need_root() -> None:
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-def main() -> None:
-    """A babbler mesh of N nodes in network namespaces, with real babeld (needs root)."""
+@click.option(
+    "--name",
+    default="lab",
+    show_default=True,
+    envvar="BABBLER_LAB",
+    help="lab name: namespaces are bbl-NAME-n1..., files /tmp/babbler-lab/NAME",
+)
+@click.pass_context
+def main(ctx: click.Context, name: str) -> None:
+    """A babbler mesh of N nodes in network namespaces, with real babeld (needs root).
+
+    \b
+    babbler-lab up --nodes 4 --topology ring --wait 60
+    babbler-lab status n1
+    babbler-lab exec n1 -- ping -c 3 fde0:20c6:1fa7:ffff:...
+    babbler-lab down
+    """
+    ctx.obj = name
 
 
 def _bring_up(
@@ -452,7 +474,7 @@ def _with(options: list[Callable[[F], F]]) -> Callable[[F], F]:
 
 
 @main.command()
-@name_option
+@click.pass_obj
 @_with(up_options)
 @click.option(
     "--wait",
@@ -475,7 +497,7 @@ def up(
 
 
 @main.command("status")
-@name_option
+@click.pass_obj
 @click.argument("node", required=False)
 def lab_status(name: str, node: str | None) -> None:
     """babblerctl status of NODE (n1, n2...), or one line per node."""
@@ -500,7 +522,7 @@ def lab_status(name: str, node: str | None) -> None:
 
 
 @main.command("exec", context_settings={"ignore_unknown_options": True})
-@name_option
+@click.pass_obj
 @click.argument("node")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def lab_exec(name: str, node: str, command: tuple[str, ...]) -> None:
@@ -515,7 +537,7 @@ def lab_exec(name: str, node: str, command: tuple[str, ...]) -> None:
 
 
 @main.command()
-@name_option
+@click.pass_obj
 def down(name: str) -> None:
     """Stop the lab's daemons and delete its namespaces and files."""
     _need_root()
@@ -524,7 +546,7 @@ def down(name: str) -> None:
 
 
 @main.command()
-@name_option
+@click.pass_obj
 @_with(up_options)
 def demo(name: str, nodes: int, topology: str, hello_interval: float | None, mode: str) -> None:
     """Up a mesh, show node 1's status, ping the farthest node, tear it all down."""
