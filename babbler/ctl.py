@@ -68,23 +68,20 @@ def render_status(s: dict[str, Any]) -> str:
         )
     else:
         lines.append("neighbours: none")
-    if s["routes"]:
+    installed = sorted((r for r in s["routes"] if r["installed"]), key=lambda r: r["prefix"])
+    if installed:
         lines.append("routes")
-        lines += _table(
-            [
-                [
-                    r["prefix"],
-                    _text(r["metric"]),
-                    _text(r["via"]),
-                    _text(r["interface"]),
-                    "yes" if r["installed"] else "no",
-                ]
-                for r in s["routes"]
-            ],
-            ["PREFIX", "METRIC", "VIA", "IF", "INSTALLED"],
-        )
+        rows = [
+            [r["prefix"], _text(r["metric"]), _text(r["via"]), _text(r["interface"])]
+            for r in installed
+        ]
+        lines += _table(rows, ["PREFIX", "METRIC", "VIA", "IF"])
     else:
-        lines.append("routes: none")
+        lines.append("routes: none installed")
+    others = len(s["routes"]) - len(installed)
+    if others:
+        noun = "route" if others == 1 else "routes"
+        lines.append(f"  ({others} more {noun} not installed: babblerctl status --json)")
     return "\n".join(lines)
 
 
@@ -165,3 +162,7 @@ def monitor(socket_path: Path) -> None:
 def watch(socket_path: Path) -> None:
     """A JSON snapshot, then one JSON event per line (keeps an on-demand mesh up)."""
     _run(lambda: _stream(socket_path, "watch"))
+
+
+if __name__ == "__main__":
+    main()

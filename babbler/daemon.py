@@ -179,7 +179,12 @@ class Daemon:
     async def _follow_kernel(self) -> None:
         while True:
             await self.kernel.wait_for_change()
-            await self.refresh()
+            try:
+                await self.refresh()
+            except NetlinkError as error:
+                # A dump failing (rare: the kernel under memory pressure) must not stop the
+                # daemon; the next event re-reads everything.
+                log.error("cannot read links", error=str(error))
 
     # -- demand and lifecycle ------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -154,6 +155,8 @@ class Lab:
     @classmethod
     def create(cls, name: str, nodes: int, topology: str, daemon_args: list[str]) -> Lab:
         """Namespaces and links only; `start` runs the daemons. Cleans up after itself on error."""
+        if not re.fullmatch(r"[A-Za-z0-9_]{1,24}", name):
+            raise LabError(f"lab name must be 1-24 letters, digits or _, got {name!r}")
         if not 1 <= nodes <= 64:
             raise LabError("--nodes must be between 1 and 64")
         if (LAB_ROOT / name / "lab.json").exists():
@@ -573,3 +576,7 @@ def demo(name: str, nodes: int, topology: str, hello_interval: float | None, mod
             click.echo(f"\nlab {name}: down")
 
     _guard(go)
+
+
+if __name__ == "__main__":
+    main()

@@ -137,7 +137,9 @@ class Mesh:
                 self._set_state(STARTING if self.state in (IDLE, WAITING) else RESTARTING)
                 try:
                     await self._session(first)
-                except BabblerError as error:
+                except (BabblerError, OSError) as error:
+                    # OSError: the private directory or babeld's files went wrong under us;
+                    # the daemon stays up and retries like any other failed start.
                     self.last_error = str(error)
                     log.error("babeld failed", error=str(error), restarts=self.restarts + 1)
                 self.restarts += 1

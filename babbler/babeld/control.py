@@ -111,9 +111,11 @@ class BabeldControl:
             for pending in self._pending:
                 pending.done.set()
 
-    async def request(self, text: str, deadline: float = REQUEST_DEADLINE) -> StatusLine:
+    async def request(self, text: str, deadline: float | None = None) -> StatusLine:
         """Send one request line and wait for its status line.
-        Raises BabeldError when babeld does not answer within `deadline` or goes away."""
+        Raises BabeldError when babeld does not answer within `deadline` (default
+        REQUEST_DEADLINE) or goes away."""
+        deadline = REQUEST_DEADLINE if deadline is None else deadline
         if self.closed:
             raise BabeldError("babeld control connection is closed")
         pending = _Pending(text)

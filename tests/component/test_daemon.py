@@ -6,12 +6,14 @@ import itertools
 import json
 import os
 import signal
+from pathlib import Path
 
 import pytest
 import trio
 
 from babbler import mesh, server
 from babbler.addressing import interface_address
+from babbler.babeld import control
 from tests.component.harness import NODE, alive, connect, eventually, running, veth
 from tests.fakes.kernel import FakeKernel
 
@@ -61,9 +63,10 @@ async def test_interfaces_follow_links_and_refusals_are_survived() -> None:
         assert daemon.mesh.told == {"v1x2"}
 
 
-async def test_refused_interface_is_reported_not_fatal() -> None:
+@pytest.mark.parametrize("refusal", ["refuse", "refuse-bad"])
+async def test_refused_interface_is_reported_not_fatal(refusal: str) -> None:
     kernel = FakeKernel(veth("v1x2", 2), veth("v1x3", 3))
-    async with running(kernel, fake_mode="refuse", mode="always") as (daemon, fake):
+    async with running(kernel, fake_mode=refusal, mode="always") as (daemon, fake):
         await eventually(lambda: "interface v1x3 hello-interval 0.25" in fake.requests())
         status = daemon.status()
         assert status["mesh"] == "running"
@@ -237,3 +240,29 @@ async def test_stopping_stops_babeld_and_removes_addresses_and_socket() -> None:
     assert not alive(pid)
     assert kernel.addresses("v1x2") == set()
     assert not socket_path.exists()
+
+
+async def test_babeld_that_stops_answering_is_restarted(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(control, "REQUEST_DEADLINE", 0.5)
+    async with running(FakeKernel(veth("v1x2", 2)), fake_mode="mute", mode="always") as (d, fake):
+        await eventually(lambda: len(fake.starts()) >= 2, what="a restart after the hang")
+        assert "did not answer 'monitor' within 0.5 s" in (d.mesh.last_error or "")
+
+
+async def test_sighup_reload_applies_the_file_and_a_bad_file_changes_nothing(
+    tmp_path: Path,
+) -> None:
+    config_file = tmp_path / "babblerd.toml"
+    config_file.write_text('interface = ["v*"]\n')
+    kernel = FakeKernel(veth("v1x2", 2), veth("v1x3", 3))
+    async with running(kernel, mode="always", config=config_file) as (daemon, fake):
+        await eventually(lambda: daemon.mesh.told == {"v1x2", "v1x3"})
+        config_file.write_text('interface = ["v*"]\nexclude = ["v1x3"]\nlinger = 7\n')
+        await daemon.reload()
+        await eventually(lambda: "flush interface v1x3" in fake.requests())
+        assert daemon.config.exclude == ("v1x3",) and daemon.config.linger == 7
+        assert [a["interface"] for a in daemon.status()["addresses"]] == ["v1x2"]
+        config_file.write_text("exclude = [\n")
+        await daemon.reload()
+        assert daemon.config.exclude == ("v1x3",) and daemon.config.linger == 7
+        assert daemon.mesh.state == "running"

@@ -3,7 +3,8 @@
 Takes babeld's command line (-G socket, -I pid file, trailing interface). Behaviour comes from
 the environment:
   FAKE_BABELD_MODE     normal | exit (prints a complaint, exits 1) | silent (never greets)
-                       | refuse (answers `interface` with `no`) | mute (stops answering requests)
+                       | refuse, refuse-bad (answer `interface` with `no ...`, `bad`)
+                       | mute (stops answering requests)
   FAKE_BABELD_LOG      a file to append "start PID", "request LINE" and "stop" lines to
   FAKE_BABELD_CHATTER  "INTERVAL,BURST": every INTERVAL s, BURST identical `change neighbour`
                        lines to monitor clients, as babeld repeats them on every hello
@@ -105,6 +106,9 @@ def main() -> None:
         elif words[0] == "interface" and len(words) >= 2:
             if MODE == "refuse":
                 conn.sendall(b"no refused by fake\n")
+                return
+            if MODE == "refuse-bad":
+                conn.sendall(b"bad\n")
                 return
             interfaces.append(words[1])
             broadcast(f"add interface {words[1]} up true ipv6 fe80::1\n")

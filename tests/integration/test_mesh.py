@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from babbler.addressing import MESH_PREFIX, node_range
+from babbler.client import Connection
 from babbler.lab import Lab, _alive
 from babbler.state import is_usable
 from tests.integration.conftest import LabFactory
@@ -132,3 +134,34 @@ def test_babblerd_killed_leaves_no_babeld_and_restarts_with_the_same_id(
     assert after["node_id_source"] == "file"
     lab.wait_reachable(WAIT)
     assert lab.status(n1)["addresses"] == before["addresses"]
+
+
+def test_on_demand_mesh_runs_while_watched_and_stops_after_linger(make_lab: LabFactory) -> None:
+    lab = make_lab(2, "line", True, "--mode", "on-demand", "--linger", "1")
+    for node in lab.nodes:
+        assert lab.status(node)["mesh"] == "idle"
+    assert mesh_addresses(lab, 1) == set() and mesh_addresses(lab, 2) == set()
+    watchers = [Connection(node.socket) for node in lab.nodes]
+    try:
+        for watcher in watchers:
+            watcher.send("watch")
+            assert json.loads(watcher.readline())["type"] == "snapshot"
+        lab.wait_reachable(WAIT)
+        babeld = [lab.status(n)["babeld"]["pid"] for n in lab.nodes]
+    finally:
+        for watcher in watchers:
+            watcher.close()
+    until(lambda: all(lab.status(n)["mesh"] == "idle" for n in lab.nodes), what="idle again")
+    assert not any(_alive(pid, "babeld") for pid in babeld)
+    assert mesh_addresses(lab, 1) == set() and mesh_addresses(lab, 2) == set()
+
+
+def test_sighup_without_a_config_file_keeps_serving(make_lab: LabFactory) -> None:
+    lab = make_lab(2, "line")
+    lab.wait_reachable(WAIT)
+    n1 = lab.nodes[0]
+    assert n1.pid is not None
+    os.kill(n1.pid, signal.SIGHUP)
+    time.sleep(0.5)
+    assert lab.status(n1)["mesh"] == "running"
+    assert "configuration reloaded" in n1.log.read_text()

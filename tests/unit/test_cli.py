@@ -1,0 +1,143 @@
+"""The command lines as a user runs them: real processes, real exit codes."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from babbler import sdnotify
+from babbler.ctl import render_status
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", *args], capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--interface", ""], "babblerd: --interface: empty interface name pattern"),
+        (["--node-id", "12345"], "babblerd: --node-id: node id must be 12 hex digits"),
+        (["--hello-interval", "fast"], "babblerd: --hello-interval: expected a number"),
+        (["--mode", "never"], "Invalid value for '--mode'"),
+    ],
+)
+def test_bad_flags_exit_2_naming_the_problem_and_touch_nothing(
+    tmp_path: Path, flags: list[str], message: str
+) -> None:
+    run_dir = tmp_path / "run"
+    result = run(
+        "babbler.cli",
+        "--run-dir",
+        str(run_dir),
+        "--state-dir",
+        str(tmp_path / "s"),
+        "--config",
+        "/dev/null",
+        *flags,
+    )
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr
+    assert not run_dir.exists() and not (tmp_path / "s").exists()
+
+
+def test_bad_config_file_exits_2(tmp_path: Path) -> None:
+    config = tmp_path / "b.toml"
+    config.write_text('mode = "sometimes"\n')
+    result = run("babbler.cli", "--config", str(config))
+    assert result.returncode == 2
+    assert f"config {config}: mode: expected one of on-demand, always" in result.stderr
+
+
+def test_help_explains_every_flag() -> None:
+    text = run("babbler.cli", "--help").stdout
+    for flag in (
+        "--config",
+        "--run-dir",
+        "--state-dir",
+        "--babeld",
+        "--mode",
+        "--linger",
+        "--interface",
+        "--exclude",
+        "--node-id",
+        "--hello-interval",
+        "--log-format",
+        "--log-level",
+        "--version",
+    ):
+        assert flag in text
+
+
+def test_babblerctl_without_a_daemon_says_which_socket_and_fails(tmp_path: Path) -> None:
+    path = tmp_path / "babblerd.sock"
+    for command in ("status", "dump", "watch", "monitor"):
+        result = run("babbler.ctl", command, "--socket", str(path))
+        assert result.returncode == 1
+        assert result.stderr.strip() == f"babblerctl: babblerd is not running (no socket at {path})"
+
+
+def test_render_status_for_people() -> None:
+    status = {
+        "version": "0.1.0",
+        "node_id": "1a2b3c4d5e6f",
+        "mode": "always",
+        "mesh": "running",
+        "range": "fde0:20c6:1fa7:ffff:1a2b:3c4d:5e6f:0/112",
+        "clients": 1,
+        "babeld": {"pid": 7, "version": "babeld-1.12.1", "restarts": 2, "last_error": "boom"},
+        "addresses": [{"interface": "eth1", "address": "fde0:20c6:1fa7:ffff:1a2b:3c4d:5e6f:1"}],
+        "interfaces": [{"name": "eth1", "kind": "ethernet", "up": True, "babel": True}],
+        "neighbours": [],
+        "routes": [
+            {
+                "prefix": "fde0::1/128",
+                "router_id": "x",
+                "metric": 96,
+                "refmetric": 0,
+                "installed": True,
+                "via": "fe80::1",
+                "interface": "eth1",
+            },
+            {
+                "prefix": "fde0::1/128",
+                "router_id": "x",
+                "metric": 300,
+                "refmetric": 0,
+                "installed": False,
+                "via": "fe80::2",
+                "interface": "eth2",
+            },
+        ],
+    }
+    text = render_status(status)
+    assert "node 1a2b3c4d5e6f" in text and "mesh running" in text and "restarts 2" in text
+    assert "last error: boom" in text
+    assert "eth1  ethernet  up     yes    fde0:20c6:1fa7:ffff:1a2b:3c4d:5e6f:1" in text
+    assert "neighbours: none" in text
+    assert "fde0::1/128  96      fe80::1  eth1" in text
+    assert "1 more route not installed" in text
+    json.dumps(status)
+
+
+def test_sd_notify_sends_one_datagram(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NOTIFY_SOCKET", raising=False)
+    assert sdnotify.notify("READY=1") is False
+    path = tmp_path / "notify"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as receiver:
+        receiver.bind(str(path))
+        monkeypatch.setenv("NOTIFY_SOCKET", str(path))
+        assert sdnotify.notify("READY=1\nSTATUS=serving")
+        assert receiver.recv(100) == b"READY=1\nSTATUS=serving"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as receiver:
+        receiver.bind(f"\0babbler-test-{id(receiver)}")
+        monkeypatch.setenv("NOTIFY_SOCKET", f"@babbler-test-{id(receiver)}")
+        assert sdnotify.notify("STOPPING=1")
+        assert receiver.recv(100) == b"STOPPING=1"
