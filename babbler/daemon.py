@@ -144,8 +144,11 @@ class Daemon:
             new = await self.kernel.snapshot()
             change = diff(self.snapshot, new)
             self.snapshot = new
-            for reason in change.reasons():
-                log.debug("link change", reason=reason)
+            if change:
+                # Address-only changes are mostly our own doing: keep them out of info logs.
+                quiet = all(fields == ("addresses",) for _, fields in change.changed)
+                notable = change.added or change.removed or not quiet
+                (log.info if notable else log.debug)("links changed", reasons=change.reasons())
             wanted = wanted_addresses(new, self.selector, self.node_id, self.book, self.active)
             todo = plan(new, self.selector, self.node_id, wanted)
             for item in todo.remove:

@@ -184,8 +184,10 @@ class BabeldProcess:
             os.close(self._pidfd)
         return self.returncode
 
-    async def stop(self, grace: float = STOP_GRACE) -> int:
-        """SIGTERM, then SIGKILL after `grace` seconds. Safe to call when already exited."""
+    async def stop(self, grace: float | None = None) -> int:
+        """SIGTERM, then SIGKILL after `grace` seconds (default STOP_GRACE). Safe to call when
+        babeld has already exited."""
+        grace = STOP_GRACE if grace is None else grace
         if self.returncode is None and self._popen.poll() is None:
             self._popen.send_signal(signal.SIGTERM)
             with trio.move_on_after(grace):

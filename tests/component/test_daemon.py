@@ -13,7 +13,7 @@ import trio
 
 from babbler import mesh, server
 from babbler.addressing import interface_address
-from babbler.babeld import control
+from babbler.babeld import control, process
 from tests.component.harness import NODE, alive, connect, eventually, running, veth
 from tests.fakes.kernel import FakeKernel
 
@@ -266,3 +266,15 @@ async def test_sighup_reload_applies_the_file_and_a_bad_file_changes_nothing(
         await daemon.reload()
         assert daemon.config.exclude == ("v1x3",) and daemon.config.linger == 7
         assert daemon.mesh.state == "running"
+
+
+async def test_babeld_ignoring_sigterm_is_killed_at_stop(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(process, "STOP_GRACE", 0.3)
+    kernel = FakeKernel(veth("v1x2", 2))
+    async with running(kernel, fake_mode="stubborn", mode="always") as (daemon, fake):
+        await eventually(lambda: daemon.mesh.state == "running")
+        started = trio.current_time()
+    pid = fake.starts()[0][0]
+    assert not alive(pid)
+    assert "stop" not in fake.lines()  # it never ran its SIGTERM handler: it was killed
+    assert trio.current_time() - started < 3

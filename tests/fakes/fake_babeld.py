@@ -4,7 +4,7 @@ Takes babeld's command line (-G socket, -I pid file, trailing interface). Behavi
 the environment:
   FAKE_BABELD_MODE     normal | exit (prints a complaint, exits 1) | silent (never greets)
                        | refuse, refuse-bad (answer `interface` with `no ...`, `bad`)
-                       | mute (stops answering requests)
+                       | mute (stops answering requests) | stubborn (ignores SIGTERM)
   FAKE_BABELD_LOG      a file to append "start PID", "request LINE" and "stop" lines to
   FAKE_BABELD_CHATTER  "INTERVAL,BURST": every INTERVAL s, BURST identical `change neighbour`
                        lines to monitor clients, as babeld repeats them on every hello
@@ -65,7 +65,7 @@ def main() -> None:
                 os.unlink(path)
         os._exit(0)
 
-    signal.signal(signal.SIGTERM, finish)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN if MODE == "stubborn" else finish)
     signal.signal(signal.SIGINT, finish)
     selector = selectors.DefaultSelector()
     selector.register(listener, selectors.EVENT_READ)
