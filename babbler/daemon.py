@@ -16,7 +16,7 @@ import trio
 
 from babbler import __version__
 from babbler import config as configuration
-from babbler.addressing import format_node_id, node_range
+from babbler.addressing import format_node_id, node_range, random_node_id
 from babbler.addrplan import IndexBook, plan, wanted_addresses
 from babbler.config import Config
 from babbler.errors import ConfigError, NetlinkError
@@ -24,7 +24,7 @@ from babbler.links.kernel import Kernel
 from babbler.links.model import Link, Selector, diff, selected_links, usable_names
 from babbler.log import configure as configure_logging
 from babbler.mesh import Mesh, MeshHost
-from babbler.nodeid import NodeId
+from babbler.nodeid import NodeId, write_node_id
 from babbler.server import Hub, serve
 from babbler.state import VIEWS
 from babbler.sync import Signal
@@ -58,11 +58,13 @@ class Daemon:
                 kernel=kernel,
                 hub=self.hub,
                 on_change=self._publish_node,
+                on_collision=self._on_collision,
             )
         )
         self._refresh_lock = trio.Lock()
         self._mesh_scope: trio.CancelScope | None = None
         self._published: dict[str, Any] = {}
+        self._collision = trio.Event()
 
     # -- what clients read (server.View) -------------------------------------------------------
 
@@ -127,6 +129,7 @@ class Daemon:
     def _publish_node(self) -> None:
         """Send `watch` clients the node-level facts that changed."""
         current = {
+            "node_id": format_node_id(self.node_id),
             "addresses": self.addresses_view(),
             "interfaces": self.interfaces_view(),
             "babeld": self.mesh.babeld_view(),
@@ -178,6 +181,34 @@ class Daemon:
             if change or todo:
                 self.links_changed.notify()
                 self._publish_node()
+
+    def _on_collision(self, other_router: str) -> None:
+        self._collision.set()
+
+    async def _follow_collisions(self) -> None:
+        while True:
+            await self._collision.wait()
+            self._collision = trio.Event()
+            await self._reroll()
+
+    async def _reroll(self) -> None:
+        """Another node uses our node id: take a new one, persist it, re-address, and give
+        babeld the new range."""
+        old, new = self.node_id, random_node_id()
+        error = write_node_id(self.config.state_dir, new)
+        self.node = NodeId(new, "rerolled", error)
+        self.node_id = new
+        self.book.forget_all()
+        log.error(
+            "node id changed after a collision",
+            old=format_node_id(old),
+            new=format_node_id(new),
+            persisted=error is None,
+            persist_error=error,
+        )
+        self.mesh.restart_babeld("node id changed")
+        await self.refresh()
+        self._publish_node()
 
     async def _follow_kernel(self) -> None:
         while True:
@@ -265,6 +296,7 @@ class Daemon:
                 await nursery.start(serve, self.config.socket_path, self.hub, self)
                 nursery.start_soon(self._follow_demand)
                 nursery.start_soon(self._supervise_mesh)
+                nursery.start_soon(self._follow_collisions)
                 task_status.started()
         finally:
             with trio.CancelScope(shield=True), trio.move_on_after(2.0):

@@ -21,6 +21,7 @@ import trio
 from babbler.babeld.control import BabeldControl, connect
 from babbler.babeld.process import BabeldProcess, babeld_args, clear_stale
 from babbler.babeld.protocol import TableLine
+from babbler.collision import CollisionWatch, hold_time
 from babbler.config import Config
 from babbler.errors import BabblerError, BabeldError, BabeldExited
 from babbler.links.kernel import Kernel
@@ -55,6 +56,11 @@ class MeshHost:
     kernel: Kernel
     hub: Hub
     on_change: Callable[[], None]  # mesh state, babeld or interfaces changed
+    on_collision: Callable[[str], None] = lambda other_router: None
+
+
+class PlannedRestart(BabblerError):
+    """The daemon asked for a fresh babeld (its node range changed): no back-off, no count."""
 
 
 class Mesh:
@@ -71,6 +77,7 @@ class Mesh:
         self._end_reason: BabblerError | None = None
         self._session_scope: trio.CancelScope | None = None
         self._running_since: float | None = None
+        self.collisions = CollisionWatch(hold_time(host.config().hello_interval))
 
     # -- state -------------------------------------------------------------------------------
 
@@ -100,22 +107,31 @@ class Mesh:
             self.host.hub.publish_event(
                 {"type": kind, "action": applied.verb, kind: VIEWS[kind](applied.entry)}
             )
-        if line.kind == "route" and line.verb != "flush":
-            self._check_collision(line)
+        if line.kind == "route":
+            self._check_collision(applied.entry, forget=applied.verb == "flush")
 
-    def _check_collision(self, line: TableLine) -> None:
-        """Our own range announced by another router means two nodes share a node id."""
-        prefix = line.field("prefix") or ""
-        try:
-            ours = IPv6Network(prefix).subnet_of(IPv6Network(self.host.node_range()))
-        except ValueError:
+    def _check_collision(self, entry: TableLine, forget: bool) -> None:
+        """Our own range announced, lastingly, by another router: two nodes share a node id."""
+        route = VIEWS["route"](entry)
+        if forget:
+            self.collisions.forget(route)
             return
-        if ours and line.field("id") not in (None, self.my_id):
+        own = IPv6Network(self.host.node_range())
+        other = self.collisions.observe(route, self.my_id, own, trio.current_time())
+        if other is not None:
             log.error(
                 "node id collision: another router announces our range",
-                prefix=prefix,
-                router_id=line.field("id"),
+                prefix=route["prefix"],
+                router_id=other,
+                my_id=self.my_id,
             )
+            self.collisions.reset()
+            self.host.on_collision(other)
+
+    def restart_babeld(self, reason: str) -> None:
+        """End the running babeld session; the next one starts at once (not a failure)."""
+        if self._session_scope is not None:
+            self._end(PlannedRestart(reason))
 
     def _forget_table(self) -> None:
         gone = self.table.flush_all()
@@ -137,6 +153,10 @@ class Mesh:
                 self._set_state(STARTING if self.state in (IDLE, WAITING) else RESTARTING)
                 try:
                     await self._session(first)
+                except PlannedRestart as planned:
+                    log.info("restarting babeld", reason=str(planned))
+                    self._running_since = None
+                    continue
                 except (BabblerError, OSError) as error:
                     # OSError: the private directory or babeld's files went wrong under us;
                     # the daemon stays up and retries like any other failed start.
@@ -217,6 +237,7 @@ class Mesh:
                 nursery.start_soon(self._drive, first, paths["socket"])
         finally:
             self._session_scope = None
+            self.collisions = CollisionWatch(hold_time(config.hello_interval))
             with trio.CancelScope(shield=True):
                 code = await process.stop()
                 log.info("babeld stopped", pid=process.pid, status=code)

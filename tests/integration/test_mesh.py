@@ -165,3 +165,18 @@ def test_sighup_without_a_config_file_keeps_serving(make_lab: LabFactory) -> Non
     time.sleep(0.5)
     assert lab.status(n1)["mesh"] == "running"
     assert "configuration reloaded" in n1.log.read_text()
+
+
+def test_same_node_id_on_two_nodes_is_detected_and_one_re_rolls(make_lab: LabFactory) -> None:
+    shared = "0123456789ab"
+    lab = make_lab(2, "line", True, "--node-id", shared)
+    assert {lab.status(n)["node_id"] for n in lab.nodes} == {shared}
+    until(lambda: {lab.status(n)["node_id"] for n in lab.nodes} != {shared},
+          what="one node re-rolled its id")
+    moved = [n for n in lab.nodes if lab.status(n)["node_id"] != shared]
+    assert len(moved) == 1
+    new_id = lab.status(moved[0])["node_id"]
+    assert lab.status(moved[0])["node_id_source"] == "rerolled"
+    assert (moved[0].state_dir / "node-id").read_text() == f"{new_id}\n"
+    lab.wait_reachable(WAIT)
+    assert all(a in node_range(int(new_id, 16)) for a in mesh_addresses(lab, moved[0].index))

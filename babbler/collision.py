@@ -1,0 +1,61 @@
+"""Node id collisions, told apart from echoes of our own past. Pure.
+
+Two nodes with the same node id (a copied state file, a cloned disk, the same --node-id)
+announce the same addresses. babeld shows the other one's announcements as routes into our
+own range with a router id that is not ours. A route like that can also be an echo of
+ourselves: babeld picks a new router id when it restarts, and for a few update intervals
+neighbours may still hold, and pass on, our old announcements. So an announcement counts
+as a collision only when it stays reachable (metric < 65535) for `hold` seconds.
+
+Only one of the two nodes should re-roll: the one whose babeld router id is the larger.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from ipaddress import IPv6Network
+from typing import Any
+
+INFINITY = 0xFFFF
+MIN_HOLD = 5.0
+# babeld sends updates every 4 hellos and expires routes after 3.5 update intervals.
+HOLD_HELLOS = 16
+
+
+def hold_time(hello_interval: float) -> float:
+    return max(MIN_HOLD, HOLD_HELLOS * hello_interval)
+
+
+@dataclass
+class CollisionWatch:
+    hold: float
+    _first_seen: dict[tuple[str, str], float] = field(default_factory=dict)
+
+    def reset(self) -> None:
+        self._first_seen.clear()
+
+    def observe(
+        self, route: dict[str, Any], my_id: str | None, own: IPv6Network, now: float
+    ) -> str | None:
+        """Feed one route (as `state.route_view` shapes it). Returns the other router id when
+        this node should re-roll its id, else None."""
+        try:
+            prefix = IPv6Network(route["prefix"] or "")
+        except ValueError:
+            return None
+        other = route["router_id"]
+        key = (str(prefix), other or "")
+        reachable = route["metric"] is not None and route["metric"] < INFINITY
+        if not prefix.subnet_of(own) or not other or other == my_id or not reachable:
+            self._first_seen.pop(key, None)
+            return None
+        first = self._first_seen.setdefault(key, now)
+        if now - first < self.hold:
+            return None
+        # Both nodes see the collision; the one with the larger router id moves.
+        if my_id is not None and my_id < other:
+            return None
+        return str(other)
+
+    def forget(self, route: dict[str, Any]) -> None:
+        self._first_seen.pop((str(route["prefix"]), route["router_id"] or ""), None)
