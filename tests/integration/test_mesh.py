@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import time
 from ipaddress import IPv6Address
 from pathlib import Path
@@ -171,8 +172,10 @@ def test_same_node_id_on_two_nodes_is_detected_and_one_re_rolls(make_lab: LabFac
     shared = "0123456789ab"
     lab = make_lab(2, "line", True, "--node-id", shared)
     assert {lab.status(n)["node_id"] for n in lab.nodes} == {shared}
-    until(lambda: {lab.status(n)["node_id"] for n in lab.nodes} != {shared},
-          what="one node re-rolled its id")
+    until(
+        lambda: {lab.status(n)["node_id"] for n in lab.nodes} != {shared},
+        what="one node re-rolled its id",
+    )
     moved = [n for n in lab.nodes if lab.status(n)["node_id"] != shared]
     assert len(moved) == 1
     new_id = lab.status(moved[0])["node_id"]
@@ -180,3 +183,43 @@ def test_same_node_id_on_two_nodes_is_detected_and_one_re_rolls(make_lab: LabFac
     assert (moved[0].state_dir / "node-id").read_text() == f"{new_id}\n"
     lab.wait_reachable(WAIT)
     assert all(a in node_range(int(new_id, 16)) for a in mesh_addresses(lab, moved[0].index))
+
+
+def test_a_live_babeld_left_by_an_earlier_daemon_is_stopped_first(make_lab: LabFactory) -> None:
+    lab = make_lab(2, "line", False)
+    n1 = lab.nodes[0]
+    private = n1.run_dir / "private"
+    private.mkdir(parents=True, mode=0o700)
+    n1.state_dir.mkdir(parents=True, mode=0o700)
+    pid_file = private / "babeld.pid"
+    stale = subprocess.Popen(
+        [
+            "ip",
+            "netns",
+            "exec",
+            n1.netns,
+            "babeld",
+            "-I",
+            str(pid_file),
+            "-G",
+            str(private / "babeld.sock"),
+            "-S",
+            str(n1.state_dir / "babel-state"),
+            "v1x2",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        until(lambda: pid_file.exists(), what="the stale babeld's pid file")
+        lab.start_all()
+        assert stale.wait(timeout=10) == 0  # stopped with SIGTERM, cleanly
+        until(lambda: lab.status(n1)["mesh"] == "running", what="a fresh babeld")
+        assert lab.status(n1)["babeld"]["pid"] != stale.pid
+        assert "stopping stale babeld" in n1.log.read_text()
+        lab.wait_reachable(WAIT)
+    finally:
+        if stale.poll() is None:
+            stale.kill()
+            stale.wait()

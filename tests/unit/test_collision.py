@@ -9,8 +9,14 @@ MINE = "02:00:00:00:00:00:00:0b"
 
 
 def route(router_id: str, metric: int = 96, prefix: str | None = None) -> dict[str, Any]:
-    return {"prefix": prefix or f"{OWN.network_address + 1}/128", "router_id": router_id,
-            "metric": metric, "installed": False, "via": "fe80::1", "interface": "v1x2"}
+    return {
+        "prefix": prefix or f"{OWN.network_address + 1}/128",
+        "router_id": router_id,
+        "metric": metric,
+        "installed": False,
+        "via": "fe80::1",
+        "interface": "v1x2",
+    }
 
 
 def test_hold_time_follows_the_hello_interval() -> None:
