@@ -41,7 +41,6 @@ class Daemon:
         self.flags = flags
         self.kernel = kernel
         self.node = node
-        self.node_id = node.value
         self.snapshot: dict[str, Link] = {}
         self.book = IndexBook()
         self.active = False
@@ -67,6 +66,10 @@ class Daemon:
         self._collision = trio.Event()
 
     # -- what clients read (server.View) -------------------------------------------------------
+
+    @property
+    def node_id(self) -> int:
+        return self.node.value
 
     @property
     def selector(self) -> Selector:
@@ -197,7 +200,6 @@ class Daemon:
         old, new = self.node_id, random_node_id()
         error = write_node_id(self.config.state_dir, new)
         self.node = NodeId(new, "rerolled", error)
-        self.node_id = new
         self.book.forget_all()
         log.error(
             "node id changed after a collision",

@@ -26,7 +26,7 @@ from babbler.config import Config
 from babbler.errors import BabblerError, BabeldError, BabeldExited
 from babbler.links.kernel import Kernel
 from babbler.server import Hub
-from babbler.state import VIEWS, MeshTable
+from babbler.state import VIEWS, Applied, MeshTable
 from babbler.sync import Backoff, Signal
 
 log = structlog.get_logger("babbler.mesh")
@@ -103,10 +103,7 @@ class Mesh:
             return
         self.host.hub.publish_lines([applied.line])
         if applied.real:
-            kind = applied.entry.kind
-            self.host.hub.publish_event(
-                {"type": kind, "action": applied.verb, kind: VIEWS[kind](applied.entry)}
-            )
+            self._publish_entry(applied)
         if line.kind == "route":
             self._check_collision(applied.entry, forget=applied.verb == "flush")
 
@@ -133,14 +130,18 @@ class Mesh:
         if self._session_scope is not None:
             self._end(PlannedRestart(reason))
 
+    def _publish_entry(self, applied: Applied) -> None:
+        """A `watch` event for a real change of one table entry."""
+        kind = applied.entry.kind
+        self.host.hub.publish_event(
+            {"type": kind, "action": applied.verb, kind: VIEWS[kind](applied.entry)}
+        )
+
     def _forget_table(self) -> None:
         gone = self.table.flush_all()
         self.host.hub.publish_lines([a.line for a in gone])
         for applied in gone:
-            kind = applied.entry.kind
-            self.host.hub.publish_event(
-                {"type": kind, "action": "flush", kind: VIEWS[kind](applied.entry)}
-            )
+            self._publish_entry(applied)
 
     # -- supervision -------------------------------------------------------------------------
 
