@@ -84,16 +84,22 @@ def _fail(message: str, code: int) -> None:
     type=click.Path(dir_okay=False, path_type=Path),
     help="TOML config file [default: /etc/babbler/babblerd.toml, if present]",
 )
-@click.option("--run-dir", help="public socket directory [default: /run/babbler]")
-@click.option("--state-dir", help="node id and babeld state [default: /var/lib/babbler]")
-@click.option("--babeld", help="babeld program [default: babeld on PATH]")
+@click.option("--run-dir", metavar="DIR", help="public socket directory [default: /run/babbler]")
+@click.option(
+    "--state-dir", metavar="DIR", help="node id and babeld state [default: /var/lib/babbler]"
+)
+@click.option("--babeld", metavar="PATH", help="babeld program [default: babeld on PATH]")
 @click.option(
     "--mode",
     type=click.Choice(MODES),
     help="on-demand: mesh runs while a client monitors or watches (and --linger "
     "after); always: from start to stop [default: on-demand]",
 )
-@click.option("--linger", help="seconds the mesh stays up after the last subscriber [default: 5]")
+@click.option(
+    "--linger",
+    metavar="SECONDS",
+    help="seconds the mesh stays up after the last subscriber [default: 5]",
+)
 @click.option(
     "--interface",
     multiple=True,

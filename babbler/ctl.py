@@ -118,7 +118,7 @@ def main() -> None:
 @socket_option
 @click.option("--json", "as_json", is_flag=True, help="print the status object as JSON")
 def status(socket_path: Path, as_json: bool) -> None:
-    """The node's state (does not start an on-demand mesh)."""
+    """Show the node's state (never starts an on-demand mesh)."""
 
     def go() -> None:
         with Connection(socket_path) as conn:
@@ -131,7 +131,10 @@ def status(socket_path: Path, as_json: bool) -> None:
 @main.command()
 @socket_option
 def dump(socket_path: Path) -> None:
-    """babeld's table as babeld lines (does not start an on-demand mesh)."""
+    """Print babeld's table as babeld lines.
+
+    Never starts an on-demand mesh.
+    """
 
     def go() -> None:
         with Connection(socket_path) as conn:
@@ -153,14 +156,20 @@ def _stream(socket_path: Path, request: str) -> None:
 @main.command()
 @socket_option
 def monitor(socket_path: Path) -> None:
-    """babeld's table, then live add/change/flush lines (keeps an on-demand mesh up)."""
+    """Follow babeld's table, live, in babeld's line format.
+
+    Prints the table, then add/change/flush lines. Keeps an on-demand mesh up while it runs.
+    """
     _run(lambda: _stream(socket_path, "monitor"))
 
 
 @main.command()
 @socket_option
 def watch(socket_path: Path) -> None:
-    """A JSON snapshot, then one JSON event per line (keeps an on-demand mesh up)."""
+    """Follow the node's state as JSON events.
+
+    Prints a snapshot, then one event per line. Keeps an on-demand mesh up while it runs.
+    """
     _run(lambda: _stream(socket_path, "watch"))
 
 
