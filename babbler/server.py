@@ -59,6 +59,9 @@ class Client:
         self.watch = False
         self.too_slow = False
         self.scope = trio.CancelScope()
+        # The rest of a line whose start was written when the writer was cut short: sent
+        # before the farewell so the client only ever sees whole lines.
+        self.unfinished = b""
 
     @property
     def subscribed(self) -> bool:
@@ -200,6 +203,8 @@ async def _read_requests(stream: trio.SocketStream, client: Client, hub: Hub, vi
 
 
 async def _write_queued(stream: trio.SocketStream, client: Client) -> None:
+    """Send what is queued, batched. Counts what went out, so that when it is cut short
+    (the client too slow, the daemon stopping) the rest of the current line is known."""
     async for first in client.queue_out:
         batch, size = [first], len(first)
         while size < BATCH_BYTES:
@@ -209,7 +214,14 @@ async def _write_queued(stream: trio.SocketStream, client: Client) -> None:
                 break
             batch.append(more)
             size += len(more)
-        await stream.send_all("".join(batch).encode())
+        data = "".join(batch).encode()
+        sent = 0
+        try:
+            while sent < len(data):
+                sent += await stream.socket.send(data[sent:])
+        finally:
+            if 0 < sent < len(data) and data[sent - 1] != ord("\n"):
+                client.unfinished = data[sent : data.index(b"\n", sent) + 1]
 
 
 async def handle_client(hub: Hub, view: View, stream: trio.SocketStream) -> None:
@@ -241,7 +253,7 @@ async def handle_client(hub: Hub, view: View, stream: trio.SocketStream) -> None
             with trio.move_on_after(FAREWELL) as scope:
                 scope.shield = True
                 with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
-                    await stream.send_all(b"no too slow\n")
+                    await stream.send_all(client.unfinished + b"no too slow\n")
         with trio.CancelScope(shield=True):
             await stream.aclose()
         log.debug("client gone", client=client.number)
