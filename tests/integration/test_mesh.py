@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import time
 from ipaddress import IPv6Address
@@ -223,3 +224,21 @@ def test_a_live_babeld_left_by_an_earlier_daemon_is_stopped_first(make_lab: LabF
         if stale.poll() is None:
             stale.kill()
             stale.wait()
+
+
+def test_systemd_is_told_ready_and_stopping(
+    make_lab: LabFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lab = make_lab(1, "line", False)
+    notify = tmp_path / "notify"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as systemd:
+        systemd.bind(str(notify))
+        systemd.settimeout(WAIT)
+        monkeypatch.setenv("NOTIFY_SOCKET", str(notify))
+        lab.start(lab.nodes[0])
+        assert systemd.recv(4096).startswith(b"READY=1\n")
+        assert lab.nodes[0].socket.exists()  # ready means served
+        assert lab.nodes[0].pid is not None
+        os.kill(lab.nodes[0].pid, signal.SIGTERM)
+        assert systemd.recv(4096) == b"STOPPING=1"
+        assert lab.wait_exit(lab.nodes[0]) == 0
