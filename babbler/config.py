@@ -7,7 +7,6 @@ the problem; nothing on the system is touched before a Config exists.
 
 from __future__ import annotations
 
-import fnmatch
 import math
 import sys
 import tomllib
@@ -114,7 +113,6 @@ def _globs(key: str, value: Any) -> tuple[str, ...]:
             raise ConfigError(f"{key}: empty interface name pattern")
         if len(item) > 64 or any(c.isspace() or c in "/\0" for c in item):
             raise ConfigError(f"{key}: not an interface name pattern: {item!r}")
-        fnmatch.translate(item)  # fnmatch accepts every string; kept for intent
     return tuple(items)
 
 

@@ -1,0 +1,212 @@
+"""`babbler-lab`: the command line over `babbler.lab.Lab` (needs root)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from babbler.client import NotRunning
+from babbler.ctl import render_status
+from babbler.errors import BabblerError
+from babbler.lab import TOPOLOGIES, Lab, LabError, farthest
+from babbler.state import is_usable
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+# -- command line ------------------------------------------------------------------------------
+
+
+def _guard(fn: Any) -> None:
+    try:
+        fn()
+    except BabblerError as error:
+        click.echo(f"babbler-lab: {error}", err=True)
+        sys.exit(1)
+
+
+def _need_root() -> None:
+    if os.geteuid() != 0:
+        click.echo("babbler-lab: must run as root (it creates network namespaces)", err=True)
+        sys.exit(1)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--name",
+    default="lab",
+    show_default=True,
+    envvar="BABBLER_LAB",
+    help="lab name: namespaces are bbl-NAME-n1..., files /tmp/babbler-lab/NAME",
+)
+@click.pass_context
+def main(ctx: click.Context, name: str) -> None:
+    """A babbler mesh of N nodes in network namespaces, with real babeld (needs root).
+
+    \b
+    babbler-lab up --nodes 4 --topology ring --wait 60
+    babbler-lab status n1
+    babbler-lab exec n1 -- ping -c 3 fde0:20c6:1fa7:ffff:...
+    babbler-lab down
+    """
+    ctx.obj = name
+
+
+def _bring_up(
+    name: str, nodes: int, topology: str, hello: float | None, mode: str, wait: float | None
+) -> Lab:
+    daemon_args = ["--mode", mode] + (["--hello-interval", f"{hello:g}"] if hello else [])
+    started = time.monotonic()
+    lab = Lab.create(name, nodes, topology, daemon_args)
+    try:
+        lab.start_all()
+        click.echo(
+            f"lab {name}: {nodes} nodes, {topology}, babblerd serving on all "
+            f"({time.monotonic() - started:.2f} s)"
+        )
+        if wait:
+            lab.wait_reachable(wait)
+            click.echo(
+                f"lab {name}: every node reaches every other "
+                f"({time.monotonic() - started:.2f} s after up)"
+            )
+    except BaseException:
+        lab.down()
+        raise
+    return lab
+
+
+up_options = [
+    click.option("--nodes", default=4, show_default=True, type=click.IntRange(1, 64)),
+    click.option("--topology", default="ring", show_default=True, type=click.Choice(TOPOLOGIES)),
+    click.option(
+        "--hello-interval",
+        type=float,
+        default=None,
+        help="babblerd --hello-interval [default: babblerd's]",
+    ),
+    click.option(
+        "--mode", default="always", show_default=True, type=click.Choice(["always", "on-demand"])
+    ),
+]
+
+
+def _with(options: list[Callable[[F], F]]) -> Callable[[F], F]:
+    """Apply a shared list of click options (for commands that take the same ones)."""
+
+    def apply(fn: F) -> F:
+        for option in reversed(options):
+            fn = option(fn)
+        return fn
+
+    return apply
+
+
+@main.command()
+@click.pass_obj
+@_with(up_options)
+@click.option(
+    "--wait",
+    type=float,
+    default=None,
+    metavar="SECONDS",
+    help="wait until every node pings every other, at most this long",
+)
+def up(
+    name: str,
+    nodes: int,
+    topology: str,
+    hello_interval: float | None,
+    mode: str,
+    wait: float | None,
+) -> None:
+    """Create the namespaces and links and start babblerd on every node."""
+    _need_root()
+    _guard(lambda: _bring_up(name, nodes, topology, hello_interval, mode, wait))
+
+
+@main.command("status")
+@click.pass_obj
+@click.argument("node", required=False)
+def lab_status(name: str, node: str | None) -> None:
+    """babblerctl status of NODE (n1, n2...), or one line per node."""
+
+    def go() -> None:
+        lab = Lab.load(name)
+        if node:
+            click.echo(render_status(lab.status(lab.node(node))))
+            return
+        for n in lab.nodes:
+            try:
+                s = lab.status(n)
+                usable = sum(1 for r in s["routes"] if is_usable(r))
+                click.echo(
+                    f"{n.name}  {s['node_id']}  mesh {s['mesh']:<8}  "
+                    f"neighbours {len(s['neighbours'])}  usable routes {usable}"
+                )
+            except NotRunning:
+                click.echo(f"{n.name}  not running")
+
+    _guard(go)
+
+
+@main.command("exec", context_settings={"ignore_unknown_options": True})
+@click.pass_obj
+@click.argument("node")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def lab_exec(name: str, node: str, command: tuple[str, ...]) -> None:
+    """Run COMMAND inside NODE's namespace: babbler-lab exec n1 -- ping fde0:..."""
+    _need_root()
+
+    def go() -> None:
+        target = Lab.load(name).node(node)
+        os.execvp("ip", ["ip", "netns", "exec", target.netns, *command])
+
+    _guard(go)
+
+
+@main.command()
+@click.pass_obj
+def down(name: str) -> None:
+    """Stop the lab's daemons and delete its namespaces and files."""
+    _need_root()
+    _guard(lambda: Lab.load(name).down())
+    click.echo(f"lab {name}: down")
+
+
+@main.command()
+@click.pass_obj
+@_with(up_options)
+def demo(name: str, nodes: int, topology: str, hello_interval: float | None, mode: str) -> None:
+    """Up a mesh, show node 1's status, ping the farthest node, tear it all down."""
+    _need_root()
+
+    def go() -> None:
+        lab = _bring_up(name, nodes, topology, hello_interval, mode, wait=60)
+        try:
+            first = lab.nodes[0]
+            click.echo(f"\n$ babblerctl status --socket {first.socket}")
+            click.echo(render_status(lab.status(first)))
+            far = lab.nodes[farthest(lab) - 1]
+            address = lab.status(far)["addresses"][0]["address"]
+            click.echo(
+                f"\n$ babbler-lab exec {first.name} -- ping -c 3 {address}   "
+                f"# {far.name}, the farthest node"
+            )
+            result = lab.exec(first, "ping", "-6", "-c", "3", "-i", "0.2", address)
+            click.echo(result.stdout.rstrip() or result.stderr.rstrip())
+            if result.returncode != 0:
+                raise LabError(f"ping from {first.name} to {far.name} failed")
+        finally:
+            lab.down()
+            click.echo(f"\nlab {name}: down")
+
+    _guard(go)
+
+
+if __name__ == "__main__":
+    main()
