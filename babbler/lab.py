@@ -345,6 +345,29 @@ class Lab:
             if dst != src.index and not self.ping(src, address)
         ]
 
+    def wait_settled(self, node: Node, timeout: float = 15.0) -> bool:
+        """Wait until, for every prefix, the node's installed route is the cheapest it knows.
+        Pings work before that: babeld moves to a better route gradually (its smoothed
+        metric has a 4 s half-life). Returns whether it settled within `timeout`."""
+
+        def settled() -> bool:
+            best: dict[str, int] = {}
+            chosen: dict[str, int] = {}
+            for r in self.status(node)["routes"]:
+                if r["metric"] is None or r["metric"] >= 0xFFFF:
+                    continue
+                best[r["prefix"]] = min(best.get(r["prefix"], r["metric"]), r["metric"])
+                if r["installed"]:
+                    chosen[r["prefix"]] = r["metric"]
+            return chosen == best
+
+        deadline = time.monotonic() + timeout
+        while not settled():
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.1)
+        return True
+
     def wait_reachable(self, timeout: float) -> float:
         """Wait until every node has routes to and pings every other; seconds it took."""
         start = time.monotonic()

@@ -189,6 +189,12 @@ def demo(name: str, nodes: int, topology: str, hello_interval: float | None, mod
         lab = _bring_up(name, nodes, topology, hello_interval, mode, wait=60)
         try:
             first = lab.nodes[0]
+            started = time.monotonic()
+            if lab.wait_settled(first):
+                click.echo(
+                    f"lab {name}: {first.name}'s routes settled on the shortest paths "
+                    f"({time.monotonic() - started:.2f} s later)"
+                )
             click.echo(f"\n$ babblerctl status --socket {first.socket}")
             click.echo(render_status(lab.status(first)))
             far = lab.nodes[farthest(lab) - 1]

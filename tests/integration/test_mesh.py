@@ -242,3 +242,21 @@ def test_systemd_is_told_ready_and_stopping(
         os.kill(lab.nodes[0].pid, signal.SIGTERM)
         assert systemd.recv(4096) == b"STOPPING=1"
         assert lab.wait_exit(lab.nodes[0]) == 0
+
+
+def test_a_ring_settles_on_shortest_paths_soon_after_it_is_reachable(
+    make_lab: LabFactory,
+) -> None:
+    # babeld's default hysteresis kept 3-hop routes to direct neighbours for up to 25 s
+    # (median 20 s); with it off on these wired links all 4 nodes settle within ~2.5 s.
+    lab = make_lab(4, "ring")
+    lab.wait_reachable(WAIT)
+    shortest = [96, 96, 96, 96, 192, 192]  # 2 addresses each: 2 neighbours, 1 node opposite
+
+    def on_shortest_paths() -> bool:
+        return all(
+            sorted(r["metric"] for r in lab.status(n)["routes"] if r["installed"]) == shortest
+            for n in lab.nodes
+        )
+
+    until(on_shortest_paths, timeout=10, what="every node on shortest paths")
