@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -95,17 +96,22 @@ socket_option = click.option(
 )
 
 
-def _run(fn: Any) -> None:
+def run_command(prog: str, fn: Callable[[], object]) -> None:
+    """Run a command's body; a BabblerError or OSError becomes one line on stderr and exit 1,
+    a closed pipe or Ctrl-C a quiet exit 0."""
     try:
         fn()
-    except BabblerError as error:
-        click.echo(f"babblerctl: {error}", err=True)
+    except (BabblerError, OSError) as error:
+        if isinstance(error, BrokenPipeError):
+            sys.exit(0)
+        click.echo(f"{prog}: {error}", err=True)
         sys.exit(1)
-    except (BrokenPipeError, KeyboardInterrupt):
+    except KeyboardInterrupt:
         sys.exit(0)
-    except OSError as error:
-        click.echo(f"babblerctl: {error}", err=True)
-        sys.exit(1)
+
+
+def _run(fn: Callable[[], object]) -> None:
+    run_command("babblerctl", fn)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

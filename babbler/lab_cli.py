@@ -11,8 +11,7 @@ from typing import Any, TypeVar
 import click
 
 from babbler.client import NotRunning
-from babbler.ctl import render_status
-from babbler.errors import BabblerError
+from babbler.ctl import render_status, run_command
 from babbler.lab import TOPOLOGIES, Lab, LabError, farthest
 from babbler.state import is_usable
 
@@ -21,12 +20,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 # -- command line ------------------------------------------------------------------------------
 
 
-def _guard(fn: Any) -> None:
-    try:
-        fn()
-    except BabblerError as error:
-        click.echo(f"babbler-lab: {error}", err=True)
-        sys.exit(1)
+def _guard(fn: Callable[[], object]) -> None:
+    run_command("babbler-lab", fn)
 
 
 def _need_root() -> None:
