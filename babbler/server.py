@@ -20,7 +20,6 @@ from typing import Any, Protocol
 
 import structlog
 import trio
-import trio.lowlevel
 
 from babbler.errors import EnvironmentProblem
 from babbler.lines import TOO_LONG, LineReader
