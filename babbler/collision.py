@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from ipaddress import IPv6Network
 from typing import Any
 
-INFINITY = 0xFFFF
+from babbler.state import INFINITY
+
 MIN_HOLD = 5.0
 # babeld sends updates every 4 hellos and expires routes after 3.5 update intervals.
 HOLD_HELLOS = 16

@@ -24,7 +24,7 @@ from typing import Any
 from babbler.addressing import node_range
 from babbler.client import NotRunning, status
 from babbler.errors import BabblerError
-from babbler.state import is_usable
+from babbler.state import INFINITY, is_usable
 
 LAB_ROOT = Path("/tmp/babbler-lab")
 TOPOLOGIES = ("line", "ring", "star")
@@ -354,7 +354,7 @@ class Lab:
             best: dict[str, int] = {}
             chosen: dict[str, int] = {}
             for r in self.status(node)["routes"]:
-                if r["metric"] is None or r["metric"] >= 0xFFFF:
+                if r["metric"] is None or r["metric"] >= INFINITY:
                     continue
                 best[r["prefix"]] = min(best.get(r["prefix"], r["metric"]), r["metric"])
                 if r["installed"]:
