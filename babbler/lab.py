@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from babbler.addressing import node_range
+from babbler.babeld.process import process_name
 from babbler.client import NotRunning, status
 from babbler.errors import BabblerError
 from babbler.state import INFINITY, is_usable
@@ -63,13 +64,15 @@ def _run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
 
 
 def _alive(pid: int, marker: str) -> bool:
-    """The process exists, is not a zombie, and its command line contains `marker`."""
+    """The process is alive (not a zombie) and its command line contains `marker`: it is
+    still the one we started, not a later process that got its pid."""
+    if process_name(pid) is None:
+        return False
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
     except OSError:
         return False
-    return stat.rpartition(")")[2].split()[:1] != ["Z"] and marker in cmdline
+    return marker in cmdline
 
 
 def _end(pid: int, marker: str, timeout: float = STOP_TIMEOUT) -> None:

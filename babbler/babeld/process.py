@@ -75,8 +75,9 @@ def _die_with_parent_hook() -> Callable[[], None]:
     return hook
 
 
-def _process_name(pid: int) -> str | None:
-    """The name of a live (not zombie) process, or None."""
+def process_name(pid: int) -> str | None:
+    """The name of a live process, or None. A zombie counts as gone: orphans that died can
+    stay zombies for a while where PID 1 reaps slowly."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
@@ -106,7 +107,7 @@ async def clear_stale(pid_file: Path, control_socket: Path) -> int | None:
     Returns the pid that was stopped, if any."""
     pid = _read_pid(pid_file)
     stopped = None
-    if pid > 0 and _process_name(pid) == "babeld":
+    if pid > 0 and process_name(pid) == "babeld":
         log.warning("stopping stale babeld", pid=pid, pid_file=str(pid_file))
         try:
             pidfd = os.pidfd_open(pid)
@@ -117,7 +118,7 @@ async def clear_stale(pid_file: Path, control_socket: Path) -> int | None:
                 os.kill(pid, signal.SIGTERM)
                 with trio.move_on_after(STOP_GRACE):
                     await trio.lowlevel.wait_readable(pidfd)
-                if _process_name(pid) == "babeld":
+                if process_name(pid) == "babeld":
                     os.kill(pid, signal.SIGKILL)
             finally:
                 os.close(pidfd)

@@ -15,6 +15,7 @@ from pathlib import Path
 import trio
 
 from babbler import paths
+from babbler.babeld.process import process_name
 from babbler.config import Config
 from babbler.daemon import Daemon
 from babbler.lines import TOO_LONG, LineReader
@@ -32,11 +33,7 @@ def veth(name: str, index: int) -> Link:
 
 
 def alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rpartition(")")[2].split()[:1] != ["Z"]
+    return process_name(pid) is not None
 
 
 async def eventually(check: Callable[[], object], timeout: float = WAIT, what: str = "") -> None:
