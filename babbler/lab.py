@@ -262,16 +262,6 @@ class Lab:
         for node in self.nodes:
             self._wait_served(node)
 
-    def stop(self, node: Node, sig: int = signal.SIGTERM) -> None:
-        if node.pid is None:
-            return
-        if sig == signal.SIGTERM:
-            _end(node.pid, "babbler.cli")
-        elif _alive(node.pid, "babbler.cli"):
-            os.kill(node.pid, sig)
-        node.pid = None
-        self.save()
-
     def wait_exit(self, node: Node, timeout: float = STOP_TIMEOUT) -> int:
         """The exit status of a daemon this process started. Raises LabError on timeout."""
         process = _children.get(node.pid or -1)
