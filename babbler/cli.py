@@ -14,6 +14,7 @@ import structlog
 import trio
 
 from babbler import __version__, paths, sdnotify
+from babbler.caps import privilege_problem
 from babbler.config import LOG_FORMATS, LOG_LEVELS, MODES, Config, build
 from babbler.errors import ConfigError, EnvironmentProblem
 from babbler.log import configure
@@ -32,8 +33,14 @@ Signals: SIGTERM/SIGINT stop (babeld stopped, addresses removed); SIGHUP reloads
 
 
 async def _watchdog() -> None:
-    usec = int(os.environ.get("WATCHDOG_USEC", "0") or 0)
-    if usec <= 0:
+    """WATCHDOG=1 at half of systemd's WatchdogSec, from the trio loop itself: a stuck loop
+    stops the pings and systemd restarts the service."""
+    try:
+        usec = int(os.environ.get("WATCHDOG_USEC", "0") or 0)
+        meant_for = int(os.environ.get("WATCHDOG_PID", "0") or 0)
+    except ValueError:
+        return
+    if usec <= 0 or meant_for not in (0, os.getpid()):
         return
     while True:
         sdnotify.notify("WATCHDOG=1")
@@ -119,6 +126,13 @@ def _fail(message: str, code: int) -> None:
     help="babeld hello interval on every link [default: 0.25]",
 )
 @click.option(
+    "--skip-kernel-setup",
+    is_flag=True,
+    default=None,
+    help="babeld leaves IPv6 forwarding and redirect sysctls alone; set them yourself "
+    "(the systemd unit does, outside its sandbox)",
+)
+@click.option(
     "--log-format",
     type=click.Choice(LOG_FORMATS),
     help="[default: console on a terminal, else json]",
@@ -146,8 +160,9 @@ def main(config: Path | None, **given: Any) -> None:
     configure(settings.log_format, settings.log_level)
     if not sys.platform.startswith("linux"):
         _fail("this platform is not supported yet (Linux only)", 1)
-    if os.geteuid() != 0:
-        _fail("must run as root: it adds addresses and starts babeld", 1)
+    problem = privilege_problem()
+    if problem:
+        _fail(problem, 1)
     try:
         trio.run(_serve, settings, flags)
     except EnvironmentProblem as problem:

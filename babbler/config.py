@@ -49,6 +49,8 @@ class Config:
     hello_interval: float = DEFAULT_HELLO_INTERVAL
     log_format: str | None = None  # None: json unless stderr is a terminal
     log_level: str = "info"
+    # babeld leaves the forwarding/redirect sysctls alone (a sandbox sets them, systemd/).
+    skip_kernel_setup: bool = False
     # Keys that came from flags, so that a reload keeps them over the file.
     flags: frozenset[str] = field(default=frozenset(), compare=False)
 
@@ -74,6 +76,7 @@ KEYS = {
     "hello-interval": "hello_interval",
     "log-format": "log_format",
     "log-level": "log_level",
+    "skip-kernel-setup": "skip_kernel_setup",
 }
 
 
@@ -131,6 +134,12 @@ def _babeld(key: str, value: Any) -> str:
     return value
 
 
+def _bool(key: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{key}: expected true or false, got {value!r}")
+    return value
+
+
 def validate(key: str, value: Any) -> Any:
     """Check one setting given under its flag/file name; return it in Config's type."""
     if key in ("run-dir", "state-dir"):
@@ -151,6 +160,8 @@ def validate(key: str, value: Any) -> Any:
         return _node_id(key, value)
     if key == "babeld":
         return _babeld(key, value)
+    if key == "skip-kernel-setup":
+        return _bool(key, value)
     raise ConfigError(f"unknown key {key!r} (known: {', '.join(sorted(KEYS))})")
 
 

@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from ipaddress import IPv6Network
 from pathlib import Path
@@ -206,18 +207,22 @@ class Lab:
         _run("ip", "-n", na.netns, "link", "set", link_name(a, b), "up")
         _run("ip", "-n", nb.netns, "link", "set", link_name(b, a), "up")
 
-    def start(self, node: Node, extra: list[str] | None = None) -> None:
-        """Start babblerd in the node's namespace and wait until its socket answers."""
-        self._spawn(node, extra)
+    def start(self, node: Node, extra: list[str] | None = None, prefix: Sequence[str] = ()) -> None:
+        """Start babblerd in the node's namespace and wait until its socket answers.
+        `prefix` runs it through another program, e.g. setpriv to drop privileges."""
+        self._spawn(node, extra, prefix)
         self._wait_served(node)
 
-    def _spawn(self, node: Node, extra: list[str] | None = None) -> None:
+    def _spawn(
+        self, node: Node, extra: list[str] | None = None, prefix: Sequence[str] = ()
+    ) -> None:
         node.run_dir.mkdir(parents=True, exist_ok=True)
         args = [
             "ip",
             "netns",
             "exec",
             node.netns,
+            *prefix,
             sys.executable,
             "-m",
             "babbler.cli",

@@ -1,7 +1,8 @@
 """The daemon's directories: created with the right modes, refused when unsafe.
 
-A run or state directory that is a symlink, or (when running as root) owned by another user,
-could let someone else redirect what root writes; the daemon refuses it with a clear message.
+A run or state directory that is a symlink, or owned by someone other than root or the user the
+daemon runs as, could let someone else redirect what the daemon writes; the daemon refuses it
+with a clear message.
 """
 
 from __future__ import annotations
@@ -30,8 +31,10 @@ def ensure_dir(path: Path, mode: int) -> None:
         raise EnvironmentProblem(f"refusing {path}: it is a symlink")
     if not stat.S_ISDIR(info.st_mode):
         raise EnvironmentProblem(f"refusing {path}: not a directory")
-    if os.geteuid() == 0 and info.st_uid != 0:
-        raise EnvironmentProblem(f"refusing {path}: owned by uid {info.st_uid}, not root")
+    if info.st_uid not in (0, os.geteuid()):
+        raise EnvironmentProblem(
+            f"refusing {path}: owned by uid {info.st_uid}, not root or this user ({os.geteuid()})"
+        )
     if stat.S_IMODE(info.st_mode) != mode:
         try:
             os.chmod(path, mode)

@@ -4,6 +4,7 @@ import pytest
 
 from babbler.config import DEFAULT_HELLO_INTERVAL, build, reload
 from babbler.errors import ConfigError
+from babbler.mesh import babeld_config
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -57,6 +58,17 @@ def test_bad_file_names_file_and_key(tmp_path: Path) -> None:
         build({}, write(tmp_path, 'colour = "red"\n'))
     with pytest.raises(ConfigError, match=r"config .*babblerd\.toml: "):
         build({}, write(tmp_path, "mode = \n"))
+    with pytest.raises(ConfigError, match="skip-kernel-setup: expected true or false, got 'yes'"):
+        build({}, write(tmp_path, 'skip-kernel-setup = "yes"\n'))
+
+
+def test_skip_kernel_setup_reaches_babelds_config_file(tmp_path: Path) -> None:
+    default = build({}, write(tmp_path, ""))
+    assert "skip-kernel-setup" not in babeld_config(default)
+    assert "smoothing-half-life 0" in babeld_config(default)
+    sandboxed = build({"skip-kernel-setup": True}, write(tmp_path, ""))
+    assert "skip-kernel-setup true\n" in babeld_config(sandboxed)
+    assert build({}, write(tmp_path, "skip-kernel-setup = true\n")).skip_kernel_setup
 
 
 def test_an_explicit_missing_file_is_an_error(tmp_path: Path) -> None:
