@@ -226,7 +226,7 @@ def test_a_live_babeld_left_by_an_earlier_daemon_is_stopped_first(make_lab: LabF
             stale.wait()
 
 
-def test_systemd_is_told_ready_and_stopping(
+def test_systemd_is_told_ready_watchdog_and_stopping(
     make_lab: LabFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     lab = make_lab(1, "line", False)
@@ -235,12 +235,16 @@ def test_systemd_is_told_ready_and_stopping(
         systemd.bind(str(notify))
         systemd.settimeout(WAIT)
         monkeypatch.setenv("NOTIFY_SOCKET", str(notify))
+        monkeypatch.setenv("WATCHDOG_USEC", "200000")  # WatchdogSec=0.2s: a ping every 0.1 s
         lab.start(lab.nodes[0])
         assert systemd.recv(4096).startswith(b"READY=1\n")
         assert lab.nodes[0].socket.exists()  # ready means served
+        assert [systemd.recv(4096) for _ in range(3)] == [b"WATCHDOG=1"] * 3
         assert lab.nodes[0].pid is not None
         os.kill(lab.nodes[0].pid, signal.SIGTERM)
-        assert systemd.recv(4096) == b"STOPPING=1"
+        while (message := systemd.recv(4096)) == b"WATCHDOG=1":
+            pass
+        assert message == b"STOPPING=1"
         assert lab.wait_exit(lab.nodes[0]) == 0
 
 

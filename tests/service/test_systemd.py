@@ -1,0 +1,96 @@
+"""The systemd unit: valid, sandboxed to an exposure of 2.0 or less, and in step with the CLI."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from babbler.cli import main
+from tests.needs import tool
+
+ROOT = Path(__file__).resolve().parents[2]
+UNIT = ROOT / "systemd" / "babblerd.service"
+MAX_EXPOSURE = 2.0
+
+
+def settings(text: str) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        if "=" in line and not line.startswith(("#", "[")):
+            key, value = line.split("=", 1)
+            out.setdefault(key.strip(), []).append(value.strip())
+    return out
+
+
+def exposure(unit: Path) -> float:
+    analyze = tool("systemd-analyze", "systemd")
+    result = subprocess.run(
+        [analyze, "security", "--offline=true", str(unit)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    found = re.search(r"Overall exposure level for \S+: (\d+\.\d+)", result.stdout)
+    assert found, result.stdout + result.stderr
+    return float(found.group(1))
+
+
+def test_unit_scores_at_most_2_0() -> None:
+    assert exposure(UNIT) <= MAX_EXPOSURE
+
+
+def test_the_checker_does_fail_a_lax_unit(tmp_path: Path) -> None:
+    lax = tmp_path / "lax.service"
+    lax.write_text("[Service]\nType=notify\nExecStart=/usr/bin/babblerd\n")
+    assert exposure(lax) > MAX_EXPOSURE
+
+
+def test_unit_verifies_with_the_installed_program(tmp_path: Path) -> None:
+    analyze = tool("systemd-analyze", "systemd")
+    program = Path(sys.executable).with_name("babblerd")  # the one installed beside pytest
+    assert program.exists(), program
+    unit = tmp_path / "babblerd.service"
+    unit.write_text(UNIT.read_text().replace("/usr/bin/babblerd", str(program)))
+    result = subprocess.run(
+        [analyze, "verify", str(unit)], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def test_unit_keeps_the_contract() -> None:
+    unit = settings(UNIT.read_text())
+    assert unit["Type"] == ["notify"]
+    assert unit["Restart"] == ["on-failure"]
+    assert unit["RuntimeDirectory"] == ["babbler"] and unit["RuntimeDirectoryMode"] == ["0755"]
+    assert unit["StateDirectory"] == ["babbler"] and unit["StateDirectoryMode"] == ["0700"]
+    assert unit["WatchdogSec"]
+    assert set(unit["AmbientCapabilities"][0].split()) == {"CAP_NET_ADMIN", "CAP_NET_RAW"}
+    assert unit["CapabilityBoundingSet"] == unit["AmbientCapabilities"]
+
+
+def test_unit_flags_are_flags_babblerd_accepts() -> None:
+    unit = settings(UNIT.read_text())
+    program, *flags = shlex.split(unit["ExecStart"][0])
+    assert program == "/usr/bin/babblerd"
+    help_text = CliRunner().invoke(main, ["--help"]).output
+    for flag in flags:
+        assert flag.startswith("--") and flag in help_text, flag
+    # Inside the sandbox /proc/sys is read-only, so babeld must not write sysctls, and the
+    # unit must set forwarding before babblerd starts (a `+` line runs outside the sandbox).
+    assert "--skip-kernel-setup" in flags
+    assert unit["ProtectKernelTunables"] == ["yes"]
+    pre = unit["ExecStartPre"][0]
+    assert pre.startswith("+") and "ipv6/conf/all/forwarding" in pre
+
+
+def test_sysusers_file_creates_the_units_user() -> None:
+    unit = settings(UNIT.read_text())
+    entry = (ROOT / "systemd" / "babbler.sysusers").read_text().split("\n")
+    users = [line.split()[1] for line in entry if line.startswith("u ")]
+    assert users == unit["User"]
