@@ -8,8 +8,9 @@ babeld inherits. Anything less fails later, less clearly, so the CLI checks up f
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
+
+from babbler.platform import IS_LINUX
 
 CAP_NET_ADMIN = 12
 CAP_NET_RAW = 13
@@ -31,7 +32,7 @@ def missing_caps(mask: int) -> list[str]:
 
 def privilege_problem() -> str | None:
     """Why this process cannot run the daemon, or None when it can."""
-    if os.geteuid() == 0 or not sys.platform.startswith("linux"):
+    if os.geteuid() == 0 or not IS_LINUX:
         return None if os.geteuid() == 0 else "must run as root: it adds addresses and runs babeld"
     try:
         mask = effective_caps(Path("/proc/self/status").read_text())

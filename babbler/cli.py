@@ -13,7 +13,7 @@ import click
 import structlog
 import trio
 
-from babbler import __version__, paths, sdnotify
+from babbler import __version__, paths, platform, sdnotify
 from babbler.caps import privilege_problem
 from babbler.config import LOG_FORMATS, LOG_LEVELS, MODES, Config, build
 from babbler.errors import ConfigError, EnvironmentProblem
@@ -49,7 +49,6 @@ async def _watchdog() -> None:
 
 async def _serve(config: Config, flags: dict[str, Any]) -> None:
     from babbler.daemon import Daemon
-    from babbler.links.linux import open_linux_kernel
 
     state_problem = paths.prepare(config.run_dir, config.private_dir, config.state_dir)
     if state_problem:
@@ -65,7 +64,7 @@ async def _serve(config: Config, flags: dict[str, Any]) -> None:
             "babeld not found; the mesh cannot start until it is installed", babeld=config.babeld
         )
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
-        async with open_linux_kernel() as kernel, trio.open_nursery() as nursery:
+        async with platform.open_kernel() as kernel, trio.open_nursery() as nursery:
             daemon = Daemon(config, flags, kernel, node)
             await nursery.start(daemon.run)
             nursery.start_soon(_watchdog)
@@ -158,8 +157,8 @@ def main(config: Path | None, **given: Any) -> None:
         _fail(str(error), 2)
         return
     configure(settings.log_format, settings.log_level)
-    if not sys.platform.startswith("linux"):
-        _fail("this platform is not supported yet (Linux only)", 1)
+    if not platform.supported():
+        _fail(f"{platform.NAME} is not supported (Linux and macOS are)", 1)
     problem = privilege_problem()
     if problem:
         _fail(problem, 1)

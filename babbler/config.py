@@ -8,7 +8,6 @@ the problem; nothing on the system is touched before a Config exists.
 from __future__ import annotations
 
 import math
-import sys
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -17,10 +16,8 @@ from typing import Any
 
 from babbler.addressing import parse_node_id
 from babbler.errors import ConfigError
+from babbler.platform import DEFAULT_RUN_DIR, DEFAULT_STATE_DIR
 
-IS_DARWIN = sys.platform == "darwin"
-DEFAULT_RUN_DIR = Path("/var/run/babbler" if IS_DARWIN else "/run/babbler")
-DEFAULT_STATE_DIR = Path("/var/db/babbler" if IS_DARWIN else "/var/lib/babbler")
 DEFAULT_CONFIG = Path("/etc/babbler/babblerd.toml")
 SOCKET_NAME = "babblerd.sock"
 MODES = ("on-demand", "always")

@@ -12,8 +12,9 @@ import click
 
 from babbler import __version__
 from babbler.client import Connection
-from babbler.config import DEFAULT_RUN_DIR, SOCKET_NAME
+from babbler.config import SOCKET_NAME
 from babbler.errors import BabblerError
+from babbler.platform import DEFAULT_RUN_DIR
 
 DEFAULT_SOCKET = DEFAULT_RUN_DIR / SOCKET_NAME
 

@@ -19,7 +19,7 @@ from babbler import config as configuration
 from babbler.addressing import format_node_id, node_range, random_node_id
 from babbler.addrplan import IndexBook, plan, wanted_addresses
 from babbler.config import Config
-from babbler.errors import ConfigError, NetlinkError
+from babbler.errors import ConfigError, KernelError
 from babbler.links.kernel import Kernel
 from babbler.links.model import Link, Selector, diff, selected_links, usable_names
 from babbler.log import configure as configure_logging
@@ -161,7 +161,7 @@ class Daemon:
                 try:
                     await self.kernel.remove_address(item)
                     log.info("address removed", interface=item.interface, address=str(item.address))
-                except NetlinkError as error:
+                except KernelError as error:
                     log.warning(
                         "cannot remove address",
                         interface=item.interface,
@@ -172,7 +172,7 @@ class Daemon:
                 try:
                     await self.kernel.add_address(item)
                     log.info("address added", interface=item.interface, address=str(item.address))
-                except NetlinkError as error:
+                except KernelError as error:
                     log.warning(
                         "cannot add address",
                         interface=item.interface,
@@ -217,7 +217,7 @@ class Daemon:
             await self.kernel.wait_for_change()
             try:
                 await self.refresh()
-            except NetlinkError as error:
+            except KernelError as error:
                 # A dump failing (rare: the kernel under memory pressure) must not stop the
                 # daemon; the next event re-reads everything.
                 log.error("cannot read links", error=str(error))

@@ -3,7 +3,7 @@
 BabblerError            anything babbler reports to a person as one clear line
 ├── ConfigError         a flag or config-file value is wrong (exit code 2)
 ├── EnvironmentProblem  the machine is not fit to run on: unsafe directory, no babeld (exit 1)
-├── NetlinkError        the kernel refused a netlink request (carries errno)
+├── KernelError         the system refused an address or route change (carries errno)
 └── BabeldError         babeld misbehaved: exited, no greeting in time, a bad reply
     └── BabeldExited    the babeld process ended (carries its exit code and last output)
 """
@@ -23,8 +23,9 @@ class EnvironmentProblem(BabblerError):
     """The machine cannot host the daemon as configured (unsafe directory, missing program)."""
 
 
-class NetlinkError(BabblerError):
-    """The kernel answered a netlink request with an error."""
+class KernelError(BabblerError):
+    """The system refused an address or route change: a netlink error on Linux, a failed
+    ifconfig/route command on macOS (errno EIO unless it is known)."""
 
     def __init__(self, message: str, errno: int) -> None:
         super().__init__(message)

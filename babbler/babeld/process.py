@@ -4,6 +4,9 @@ babeld must never outlive babblerd, also when babblerd is killed with SIGKILL. L
 PR_SET_PDEATHSIG to the thread that forked, and trio's process helpers fork from worker
 threads that retire when idle (the child then dies ~10 s later, BABELD.md), so babeld is
 forked from the trio thread itself and waited for through a pidfd.
+
+macOS has neither: there babeld is polled for exit (POLL_INTERVAL), and a babeld left by a
+killed babblerd is stopped through its pid file at the next start (launchd restarts at once).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import structlog
 import trio
 
 from babbler.errors import EnvironmentProblem
+from babbler.platform import IS_LINUX
 
 log = structlog.get_logger("babbler.babeld")
 
@@ -29,6 +33,8 @@ STOP_GRACE = 2.0
 # Lines of babeld's output kept for error messages.
 OUTPUT_TAIL = 20
 PR_SET_PDEATHSIG = 1
+# How often babeld is checked for exit where there is no pidfd (macOS).
+POLL_INTERVAL = 0.05
 
 
 def babeld_args(
@@ -62,8 +68,10 @@ def babeld_args(
     return [*args, first_interface]
 
 
-def _die_with_parent_hook() -> Callable[[], None]:
-    """A preexec function that makes the child get SIGKILL when this process dies."""
+def _die_with_parent_hook() -> Callable[[], None] | None:
+    """A preexec function that makes the child get SIGKILL when this process dies (Linux)."""
+    if not IS_LINUX:
+        return None
     parent = os.getpid()
     libc = ctypes.CDLL(None, use_errno=True)
 
@@ -78,6 +86,8 @@ def _die_with_parent_hook() -> Callable[[], None]:
 def process_name(pid: int) -> str | None:
     """The name of a live process, or None. A zombie counts as gone: orphans that died can
     stay zombies for a while where PID 1 reaps slowly."""
+    if not IS_LINUX:
+        return _ps_name(pid)
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
@@ -85,6 +95,31 @@ def process_name(pid: int) -> str | None:
     # "pid (comm) state ...": comm may hold spaces and parentheses.
     name, _, rest = stat.partition("(")[2].rpartition(")")
     return None if rest.split()[:1] == ["Z"] else name
+
+
+def _ps_name(pid: int) -> str | None:
+    """process_name without /proc (macOS): ps's state and command name."""
+    result = subprocess.run(
+        ["ps", "-o", "stat=,comm=", "-p", str(pid)], capture_output=True, text=True, check=False
+    )
+    state, _, command = result.stdout.strip().partition(" ")
+    if result.returncode != 0 or not command or state.startswith("Z"):
+        return None
+    return Path(command.strip()).name
+
+
+async def _exited(pid: int, pidfd: int | None) -> None:
+    """Return once `pid` has exited: through its pidfd, or by polling without one."""
+    if pidfd is not None:
+        await trio.lowlevel.wait_readable(pidfd)
+        return
+    while process_name(pid) is not None:  # noqa: ASYNC110 (no event to wait on: polling)
+        await trio.sleep(POLL_INTERVAL)
+
+
+def _pidfd(pid: int) -> int | None:
+    """A pidfd for `pid` (Linux), None elsewhere. Raises ProcessLookupError when it is gone."""
+    return os.pidfd_open(pid) if IS_LINUX else None
 
 
 def _read_pid(pid_file: Path) -> int:
@@ -110,18 +145,19 @@ async def clear_stale(pid_file: Path, control_socket: Path) -> int | None:
     if pid > 0 and process_name(pid) == "babeld":
         log.warning("stopping stale babeld", pid=pid, pid_file=str(pid_file))
         try:
-            pidfd = os.pidfd_open(pid)
+            pidfd = _pidfd(pid)
         except ProcessLookupError:
-            pidfd = None
-        if pidfd is not None:
+            pass
+        else:
             try:
                 os.kill(pid, signal.SIGTERM)
                 with trio.move_on_after(STOP_GRACE):
-                    await trio.lowlevel.wait_readable(pidfd)
+                    await _exited(pid, pidfd)
                 if process_name(pid) == "babeld":
                     os.kill(pid, signal.SIGKILL)
             finally:
-                os.close(pidfd)
+                if pidfd is not None:
+                    os.close(pidfd)
         stopped = pid
     _remove(pid_file, control_socket)
     return stopped
@@ -145,7 +181,7 @@ class BabeldProcess:
                 f"cannot run babeld ({args[0]}): {error.strerror or error}"
             ) from None
         self.pid = self._popen.pid
-        self._pidfd = os.pidfd_open(self.pid)
+        self._pidfd = _pidfd(self.pid)
         self.tail: collections.deque[str] = collections.deque(maxlen=OUTPUT_TAIL)
         self.output_done = trio.Event()
         self.returncode: int | None = None
@@ -180,9 +216,13 @@ class BabeldProcess:
     async def wait(self) -> int:
         """Wait for babeld to exit; returns its status (negative: killed by that signal)."""
         if self.returncode is None:
-            await trio.lowlevel.wait_readable(self._pidfd)
+            if self._pidfd is not None:
+                await trio.lowlevel.wait_readable(self._pidfd)
+            while self._popen.poll() is None:  # noqa: ASYNC110 (no pidfd: poll our child)
+                await trio.sleep(POLL_INTERVAL)
             self.returncode = self._popen.wait()
-            os.close(self._pidfd)
+            if self._pidfd is not None:
+                os.close(self._pidfd)
         return self.returncode
 
     async def stop(self, grace: float | None = None) -> int:

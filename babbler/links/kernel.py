@@ -20,10 +20,10 @@ class Kernel(Protocol):
         """Return once something may have changed (a trigger, not the truth)."""
 
     async def add_address(self, change: AddressChange) -> None:
-        """Add a /128 without duplicate address detection. Raises NetlinkError."""
+        """Add a /128 without duplicate address detection. Raises KernelError."""
 
     async def remove_address(self, change: AddressChange) -> None:
-        """Remove a /128 (an address already gone is not an error). Raises NetlinkError."""
+        """Remove a /128 (an address already gone is not an error). Raises KernelError."""
 
     async def flush_babel_routes(self) -> int:
         """Remove the kernel routes babeld installed (proto babel); return how many."""

@@ -43,7 +43,7 @@ from pyroute2.netlink.rtnl.marshal import MarshalRtnl
 from pyroute2.netlink.rtnl.rtmsg import rtmsg
 
 from babbler.addrplan import AddressChange
-from babbler.errors import NetlinkError
+from babbler.errors import KernelError
 from babbler.links.model import Link
 
 IFF_UP = 0x1
@@ -128,7 +128,7 @@ class LinuxKernel:
                     if kind_ == NLMSG_ERROR:
                         code = -(reply["error"] or 0)
                         if code:
-                            raise NetlinkError(os.strerror(code), code)
+                            raise KernelError(os.strerror(code), code)
                         return replies
                     replies.append(reply)
 
@@ -195,7 +195,7 @@ class LinuxKernel:
     async def remove_address(self, change: AddressChange) -> None:
         try:
             await self._request(self._address_msg(change), RTM_DELADDR, NLM_F_REQUEST | NLM_F_ACK)
-        except NetlinkError as error:
+        except KernelError as error:
             if error.errno not in (errno.EADDRNOTAVAIL, errno.ENODEV):
                 raise
 
@@ -221,7 +221,7 @@ class LinuxKernel:
         ]
         try:
             await self._request(msg, RTM_DELROUTE, NLM_F_REQUEST | NLM_F_ACK)
-        except NetlinkError as error:
+        except KernelError as error:
             if error.errno != errno.ESRCH:
                 raise
 

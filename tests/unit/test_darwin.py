@@ -1,0 +1,176 @@
+"""The macOS backend, on Linux: recorded command outputs and a fake route socket in, the
+links the mesh would use and the exact commands it would run out."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Sequence
+from ipaddress import IPv6Address
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from babbler.addrplan import AddressChange
+from babbler.errors import KernelError
+from babbler.links import darwin
+from babbler.links.darwin import DarwinKernel, System
+from babbler.links.model import Selector, usable_names
+
+DATA = Path(__file__).parent / "data" / "darwin"
+MESH_ADDRESS = IPv6Address("fde0:20c6:1fa7:12:3456:789a:0:1")
+
+
+class FakeMac:
+    """Answers commands from recorded outputs and records what was run."""
+
+    def __init__(self) -> None:
+        self.outputs = {
+            ("ifconfig", "-l"): (DATA / "ifconfig-l.txt").read_text(),
+            ("ifconfig", "-l", "-u"): (DATA / "ifconfig-l-u.txt").read_text(),
+            ("networksetup", "-listallhardwareports"): (
+                DATA / "networksetup-listallhardwareports.txt"
+            ).read_text(),
+            ("ifconfig", "bridge0"): (DATA / "ifconfig-bridge0.txt").read_text(),
+            ("netstat", "-rn", "-f", "inet6"): (DATA / "netstat-rn-f-inet6.txt").read_text(),
+        }
+        self.failures: dict[tuple[str, ...], str] = {}
+        self.inet6_of: dict[str, list[dict[str, Any]]] = json.loads(
+            (DATA / "netifaces-inet6.json").read_text()
+        )
+        self.ran: list[tuple[str, ...]] = []
+
+    async def run(self, args: Sequence[str]) -> str:
+        command = tuple(args)
+        self.ran.append(command)
+        if command in self.failures:
+            raise KernelError(f"{' '.join(command)}: {self.failures[command]}", 5)
+        return self.outputs.get(command, "")
+
+    def system(self) -> System:
+        return System(
+            run=self.run,
+            inet6=lambda name: self.inet6_of.get(name, []),
+            index=lambda name: self.outputs[("ifconfig", "-l")].split().index(name) + 1,
+        )
+
+
+@pytest.fixture
+def mac() -> FakeMac:
+    return FakeMac()
+
+
+async def test_default_selection_takes_wired_ports_outside_the_bridge(mac: FakeMac) -> None:
+    links = await DarwinKernel(mac.system(), None).snapshot()
+    selector = Selector()
+    selected = {name for name, link in links.items() if selector.selects(link)}
+    # en1 Wi-Fi, en2/en3 in Thunderbolt Bridge, en6 iPhone tether, en7 T2: never.
+    assert selected == {"en0", "en4", "en5"}
+    # en5 is still doing DAD on its link-local: selected, not yet usable.
+    assert usable_names(links, selector) == {"en0", "en4"}
+    assert links["en4"].category == "thunderbolt"
+    assert links["en0"].category == "ethernet"
+    assert links["en2"].master == links["bridge0"].index
+    assert links["en4"].addresses == {MESH_ADDRESS}
+    assert links["en2"].up and links["en2"].link_local is False  # up, but bridged
+
+
+async def test_interface_globs_and_excludes_apply_as_on_linux(mac: FakeMac) -> None:
+    links = await DarwinKernel(mac.system(), None).snapshot()
+    assert usable_names(links, Selector(exclude=("en0",))) == {"en4"}
+    assert usable_names(links, Selector(interface=("en*",), exclude=("en1",))) == {
+        "en0",
+        "en4",
+        "en6",
+        "en7",
+    }
+
+
+async def test_networksetup_is_asked_again_only_when_ports_change(mac: FakeMac) -> None:
+    kernel = DarwinKernel(mac.system(), None)
+    await kernel.snapshot()
+    await kernel.snapshot()
+    asked = ("networksetup", "-listallhardwareports")
+    assert mac.ran.count(asked) == 1
+    mac.outputs[("ifconfig", "-l")] += " en8"
+    await kernel.snapshot()
+    assert mac.ran.count(asked) == 2
+
+
+async def test_a_link_gone_between_listing_and_reading_is_skipped(mac: FakeMac) -> None:
+    system = mac.system()
+    listed = system.index
+
+    def index(name: str) -> int:
+        if name == "en5":
+            raise OSError("no such interface")
+        return listed(name)
+
+    system.index = index
+    mac.failures[("ifconfig", "bridge0")] = "interface bridge0 does not exist"
+    links = await DarwinKernel(system, None).snapshot()
+    assert "en5" not in links and links["en2"].master is None
+
+
+async def test_addresses_are_added_and_removed_with_ifconfig(mac: FakeMac) -> None:
+    kernel = DarwinKernel(mac.system(), None)
+    change = AddressChange("en4", 9, MESH_ADDRESS)
+    await kernel.add_address(change)
+    await kernel.remove_address(change)
+    assert mac.ran == [
+        ("ifconfig", "en4", "inet6", f"{MESH_ADDRESS}/128", "add"),
+        ("ifconfig", "en4", "inet6", f"{MESH_ADDRESS}/128", "delete"),
+    ]
+
+
+async def test_removing_an_address_already_gone_is_fine_other_failures_are_not(
+    mac: FakeMac,
+) -> None:
+    kernel = DarwinKernel(mac.system(), None)
+    change = AddressChange("en4", 9, MESH_ADDRESS)
+    delete = tuple(darwin.address_command(change, "delete"))
+    mac.failures[delete] = "ioctl (SIOCDIFADDR_IN6): Can't assign requested address"
+    await kernel.remove_address(change)
+    mac.failures[delete] = "ioctl (SIOCDIFADDR_IN6): Operation not permitted"
+    with pytest.raises(KernelError, match="Operation not permitted"):
+        await kernel.remove_address(change)
+
+
+async def test_only_babelds_routes_in_the_mesh_prefix_are_flushed(mac: FakeMac) -> None:
+    flushed = await DarwinKernel(mac.system(), None).flush_babel_routes()
+    deletes = [command for command in mac.ran if command[0] == "route"]
+    assert deletes == [
+        ("route", "-n", "delete", "-inet6", "fde0:20c6:1fa7:ab:cdef:123:0:1"),
+        ("route", "-n", "delete", "-inet6", "fde0:20c6:1fa7:ab:cdef:123:0:2"),
+        ("route", "-n", "delete", "-inet6", "fde0:20c6:1fa7:77::/64"),
+    ]
+    assert flushed == 3
+
+
+def test_parsers_read_the_recorded_outputs() -> None:
+    ports = darwin.hardware_ports((DATA / "networksetup-listallhardwareports.txt").read_text())
+    assert ports["en1"] == "Wi-Fi" and ports["bridge0"] == "Thunderbolt Bridge"
+    assert darwin.bridge_members((DATA / "ifconfig-bridge0.txt").read_text()) == {"en2", "en3"}
+    assert darwin.address_facts([{"addr": "fe80::1%en9", "flags": darwin.IN6_IFF_DUPLICATED}]) == (
+        False,
+        frozenset(),
+    )
+
+
+async def test_a_route_message_wakes_the_watcher_and_silence_still_rereads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(darwin, "REREAD_INTERVAL", 0.2)
+    ours, system_side = trio.socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    with ours, system_side:
+        kernel = DarwinKernel(FakeMac().system(), ours)
+        with trio.fail_after(5):
+            await system_side.send(b"\x9c\x00\x05\x0c")  # RTM_IFINFO-shaped bytes
+            start = trio.current_time()
+            await kernel.wait_for_change()
+            assert trio.current_time() - start < 0.2  # woken by the message
+            start = trio.current_time()
+            await kernel.wait_for_change()
+            assert trio.current_time() - start >= 0.2  # nothing: the periodic re-read
