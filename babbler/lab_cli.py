@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 
 import click
 
+from babbler import __version__
 from babbler.client import NotRunning
 from babbler.ctl import render_status, run_command
 from babbler.lab import TOPOLOGIES, Lab, LabError, farthest
@@ -38,6 +39,7 @@ def _need_root() -> None:
     envvar="BABBLER_LAB",
     help="lab name: namespaces are bbl-NAME-n1..., files /tmp/babbler-lab/NAME",
 )
+@click.version_option(__version__, prog_name="babbler-lab")
 @click.pass_context
 def main(ctx: click.Context, name: str) -> None:
     """A babbler mesh of N nodes in network namespaces, with real babeld (needs root).

@@ -47,7 +47,7 @@ def test_unit_scores_at_most_2_0() -> None:
 
 def test_the_checker_does_fail_a_lax_unit(tmp_path: Path) -> None:
     lax = tmp_path / "lax.service"
-    lax.write_text("[Service]\nType=notify\nExecStart=/usr/bin/babblerd\n")
+    lax.write_text("[Service]\nType=notify\nExecStart=/usr/local/bin/babblerd\n")
     assert exposure(lax) > MAX_EXPOSURE
 
 
@@ -56,7 +56,7 @@ def test_unit_verifies_with_the_installed_program(tmp_path: Path) -> None:
     program = Path(sys.executable).with_name("babblerd")  # the one installed beside pytest
     assert program.exists(), program
     unit = tmp_path / "babblerd.service"
-    unit.write_text(UNIT.read_text().replace("/usr/bin/babblerd", str(program)))
+    unit.write_text(UNIT.read_text().replace("/usr/local/bin/babblerd", str(program)))
     result = subprocess.run(
         [analyze, "verify", str(unit)], capture_output=True, text=True, timeout=60, check=False
     )
@@ -77,7 +77,7 @@ def test_unit_keeps_the_contract() -> None:
 def test_unit_flags_are_flags_babblerd_accepts() -> None:
     unit = settings(UNIT.read_text())
     program, *flags = shlex.split(unit["ExecStart"][0])
-    assert program == "/usr/bin/babblerd"
+    assert program == "/usr/local/bin/babblerd"
     help_text = CliRunner().invoke(main, ["--help"]).output
     for flag in flags:
         assert flag.startswith("--") and flag in help_text, flag
@@ -94,3 +94,15 @@ def test_sysusers_file_creates_the_units_user() -> None:
     entry = (ROOT / "systemd" / "babbler.sysusers").read_text().split("\n")
     users = [line.split()[1] for line in entry if line.startswith("u ")]
     assert users == unit["User"]
+
+
+def test_operations_guide_installs_this_unit() -> None:
+    guide = (ROOT / "docs" / "operations.md").read_text()
+    for step in (
+        "systemd/babblerd.service /etc/systemd/system/babblerd.service",
+        "systemd/babbler.sysusers /usr/lib/sysusers.d/babbler.conf",
+        "systemctl enable --now babblerd",
+        "journalctl -u babblerd",
+        "systemctl disable --now babblerd",
+    ):
+        assert step in guide, step

@@ -1,0 +1,58 @@
+"""The launchd plist: well-formed, and its command line is one babblerd accepts."""
+
+from __future__ import annotations
+
+import plistlib
+import re
+from pathlib import Path
+from typing import Any
+
+import click
+
+from babbler.cli import main
+from babbler.config import build
+
+ROOT = Path(__file__).resolve().parents[2]
+PLIST = ROOT / "launchd" / "org.babbler.babblerd.plist"
+
+
+def load() -> dict[str, Any]:
+    with PLIST.open("rb") as file:
+        data: dict[str, Any] = plistlib.load(file)
+    return data
+
+
+def test_label_is_reverse_dns_and_names_the_file() -> None:
+    label = load()["Label"]
+    assert re.fullmatch(r"[a-z]+(\.[a-z0-9-]+){2,}", label)
+    assert PLIST.name == f"{label}.plist"
+
+
+def test_it_is_kept_alive_started_at_load_and_logs_to_var_log() -> None:
+    plist = load()
+    assert plist["RunAtLoad"] is True and plist["KeepAlive"] is True
+    assert plist["StandardOutPath"] == plist["StandardErrorPath"] == "/var/log/babblerd.log"
+
+
+def test_program_arguments_are_a_command_line_babblerd_accepts() -> None:
+    program, *args = load()["ProgramArguments"]
+    assert Path(program).name == "babblerd" and Path(program).is_absolute()
+    context = main.make_context("babblerd", list(args))  # raises on an unknown flag
+    given = {
+        key.replace("_", "-"): value
+        for key, value in context.params.items()
+        if value is not None and value != () and key != "config"
+    }
+    build(given, Path("/dev/null"))  # raises on a bad value
+    assert isinstance(context.command, click.Command)
+
+
+def test_path_lets_launchd_find_babeld_from_homebrew() -> None:
+    path = load()["EnvironmentVariables"]["PATH"].split(":")
+    assert {"/opt/homebrew/sbin", "/usr/local/sbin", "/usr/sbin"} <= set(path)
+
+
+def test_operations_guide_installs_this_file() -> None:
+    guide = (ROOT / "docs" / "operations.md").read_text()
+    assert f"launchd/{PLIST.name}" in guide
+    assert f"/Library/LaunchDaemons/{PLIST.name}" in guide
