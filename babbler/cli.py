@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import signal
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +56,8 @@ async def _serve(config: Config, flags: dict[str, Any]) -> None:
     if state_problem:
         log.error("state directory unusable; node id kept in memory only", error=state_problem)
     node = load_node_id(config.state_dir, config.node_id)
+    if state_problem and node.persist_error:
+        node = replace(node, persist_error=state_problem)  # the cause, not its consequence
     log.info("node id", node_id=f"{node.value:012x}", source=node.source)
     if node.persist_error:
         log.error(
@@ -77,6 +81,18 @@ async def _serve(config: Config, flags: dict[str, Any]) -> None:
                 sdnotify.notify("STOPPING=1")
                 nursery.cancel_scope.cancel()
                 break
+
+
+# Enough descriptors for MAX_CLIENTS clients and the daemon's own; systemd's default soft
+# limit (1024) would make accept() fail with EMFILE just below the client limit.
+WANTED_FDS = 4096
+
+
+def _raise_fd_limit() -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = WANTED_FDS if hard == resource.RLIM_INFINITY else min(WANTED_FDS, hard)
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
 
 
 def _fail(message: str, code: int) -> None:
@@ -162,6 +178,7 @@ def main(config: Path | None, **given: Any) -> None:
     problem = privilege_problem()
     if problem:
         _fail(problem, 1)
+    _raise_fd_limit()
     try:
         trio.run(_serve, settings, flags)
     except EnvironmentProblem as problem:

@@ -137,6 +137,18 @@ def status(socket_path: Path, as_json: bool) -> None:
 
 @main.command()
 @socket_option
+def stats(socket_path: Path) -> None:
+    """Show the daemon process's own tasks, open files and memory, as JSON."""
+
+    def go() -> None:
+        with Connection(socket_path) as conn:
+            click.echo(json.dumps(json.loads(conn.request("stats")[0]), indent=2))
+
+    _run(go)
+
+
+@main.command()
+@socket_option
 def dump(socket_path: Path) -> None:
     """Print babeld's table as babeld lines.
 

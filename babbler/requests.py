@@ -15,6 +15,7 @@ REQUESTS = {
     "unmonitor": "stop the live lines of monitor",
     "status": "one JSON object with the node's state, then ok",
     "watch": "one JSON snapshot line, then one JSON event per line, live",
+    "stats": "one JSON object on the daemon process (tasks, open fds, memory), then ok",
     "help": "this list, then ok",
     "quit": "close the connection",
 }

@@ -24,6 +24,7 @@ import trio
 from babbler.errors import EnvironmentProblem
 from babbler.lines import TOO_LONG, LineReader
 from babbler.requests import MAX_REQUEST, BadRequest, help_lines, parse_request
+from babbler.selfstats import process_stats
 
 log = structlog.get_logger("babbler.server")
 
@@ -181,6 +182,8 @@ def _answer(client: Client, hub: Hub, view: View, name: str) -> bool:
             client.offer(encode_json({"type": "snapshot", "status": view.status()}) + "\n")
             client.watch = True
             hub.subscription_changed()
+    elif name == "stats":
+        client.offer(encode_json(process_stats(len(hub.clients))) + "\nok\n")
     elif name == "help":
         client.offer("".join(f"{line}\n" for line in help_lines()) + "ok\n")
     return True

@@ -17,6 +17,7 @@ from ipaddress import IPv6Address
 from pathlib import Path
 from typing import Any
 
+import structlog
 import trio
 from pyroute2.netlink import (
     NLM_F_ACK,
@@ -45,6 +46,8 @@ from pyroute2.netlink.rtnl.rtmsg import rtmsg
 from babbler.addrplan import AddressChange
 from babbler.errors import KernelError
 from babbler.links.model import Link
+
+log = structlog.get_logger("babbler.links")
 
 IFF_UP = 0x1
 IFA_F_NODAD = 0x02
@@ -94,6 +97,7 @@ class LinuxKernel:
         self._requests = self._open(0)
         self._lock = trio.Lock()
         self._seq = 0
+        self.overflows = 0  # times the kernel dropped events (ENOBUFS)
 
     @staticmethod
     def _open(groups: int) -> trio.socket.SocketType:
@@ -163,19 +167,20 @@ class LinuxKernel:
         return out
 
     async def wait_for_change(self) -> None:
+        await self._receive()
+        with trio.move_on_after(DEBOUNCE):
+            while True:
+                await self._receive()
+
+    async def _receive(self) -> None:
         try:
             await self._events.recv(RECV_BUFFER)
         except OSError as error:
             if error.errno != errno.ENOBUFS:
                 raise
-            # Events were lost: the caller re-reads everything anyway.
-        with trio.move_on_after(DEBOUNCE):
-            while True:
-                try:
-                    await self._events.recv(RECV_BUFFER)
-                except OSError as error:
-                    if error.errno != errno.ENOBUFS:
-                        raise
+            # The kernel dropped events: harmless, as the caller re-reads everything anyway.
+            self.overflows += 1
+            log.info("netlink events overflowed; re-reading every link", overflows=self.overflows)
 
     def _address_msg(self, change: AddressChange) -> Any:
         msg = ifaddrmsg()
