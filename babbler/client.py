@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 from collections.abc import Iterator
@@ -39,6 +40,12 @@ class Connection:
     def close(self) -> None:
         self._file.close()
         self._sock.close()
+
+    def hang_up(self) -> None:
+        """End the connection from another thread: a reader blocked in readline() gets EOF
+        (closing alone would wait for that reader's buffer lock)."""
+        with contextlib.suppress(OSError):
+            self._sock.shutdown(socket.SHUT_RDWR)
 
     def __enter__(self) -> Connection:
         return self

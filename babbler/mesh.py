@@ -9,6 +9,8 @@ babeld that dies at once is an error with its output, never a hang.
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from ipaddress import IPv6Network
@@ -283,6 +285,9 @@ class Mesh:
         except BabeldError as error:
             self._end(error)
             return
+        # babeld made it 0700 under our umask (sockets ignore x): say plainly who may use it.
+        with contextlib.suppress(OSError):
+            os.chmod(socket_path, 0o600)
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._read, control)

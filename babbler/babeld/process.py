@@ -123,8 +123,15 @@ def _pidfd(pid: int) -> int | None:
 
 
 def _read_pid(pid_file: Path) -> int:
+    """The pid in babeld's pid file; 0 when absent, unreadable, or a symlink (never followed:
+    a planted link must not make us signal whatever process it names)."""
     try:
-        return int(pid_file.read_text().strip())
+        fd = os.open(pid_file, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return 0
+    try:
+        with os.fdopen(fd) as file:
+            return int(file.read(32).strip())
     except (OSError, ValueError):
         return 0
 
@@ -175,6 +182,7 @@ class BabeldProcess:
                 stderr=subprocess.STDOUT,
                 preexec_fn=_die_with_parent_hook(),
                 close_fds=True,
+                umask=0o077,  # its control socket and pid file: 0600 (in a 0700 directory)
             )
         except OSError as error:
             raise EnvironmentProblem(
