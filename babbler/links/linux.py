@@ -92,17 +92,19 @@ def _link_from(msg: Any) -> Link:
 class LinuxKernel:
     """rtnetlink access for one network namespace (the one the process runs in)."""
 
-    def __init__(self) -> None:
-        self._events = self._open(RTMGRP_LINK | RTMGRP_IPV6_IFADDR)
-        self._requests = self._open(0)
+    def __init__(self, events_buffer: int = RECV_BUFFER) -> None:
+        # `events_buffer` is the kernel's queue for change events; tests shrink it to make
+        # the kernel drop events (ENOBUFS), which a full re-read must make harmless.
+        self._events = self._open(RTMGRP_LINK | RTMGRP_IPV6_IFADDR, events_buffer)
+        self._requests = self._open(0, RECV_BUFFER)
         self._lock = trio.Lock()
         self._seq = 0
         self.overflows = 0  # times the kernel dropped events (ENOBUFS)
 
     @staticmethod
-    def _open(groups: int) -> trio.socket.SocketType:
+    def _open(groups: int, buffer: int) -> trio.socket.SocketType:
         raw = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
-        raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECV_BUFFER)
+        raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, buffer)
         raw.bind((0, groups))
         return trio.socket.from_stdlib_socket(raw)
 

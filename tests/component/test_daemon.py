@@ -277,3 +277,25 @@ async def test_babeld_ignoring_sigterm_is_killed_at_stop(monkeypatch: pytest.Mon
     assert not alive(pid)
     assert "stop" not in fake.lines()  # it never ran its SIGTERM handler: it was killed
     assert trio.current_time() - started < 3
+
+
+async def test_backoff_grows_while_babeld_keeps_dying_and_resets_after_a_stable_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(mesh, "STABLE_PERIOD", 1.0)
+    async with running(FakeKernel(veth("v1x2", 2)), mode="always") as (daemon, fake):
+
+        async def kill_and_time_restart() -> float:
+            await eventually(lambda: daemon.mesh.state == "running")
+            count = len(fake.starts())
+            killed = trio.current_time()
+            os.kill(fake.starts()[-1][0], signal.SIGKILL)
+            await eventually(lambda: len(fake.starts()) > count, what="babeld started again")
+            return trio.current_time() - killed
+
+        quick = [await kill_and_time_restart() for _ in range(4)]  # 0.1, 0.2, 0.4, 0.8 s
+        assert quick[3] > quick[0] + 0.5
+        await eventually(lambda: daemon.mesh.state == "running")
+        await trio.sleep(1.2)  # a run longer than STABLE_PERIOD
+        assert await kill_and_time_restart() < quick[3] - 0.4  # back to the first step
+        assert daemon.mesh.restarts == 5

@@ -39,5 +39,6 @@ class Follower:
         return out
 
     def close(self) -> None:
-        self.conn.close()
+        self.conn.hang_up()
         self._thread.join(timeout=10)
+        self.conn.close()

@@ -1,0 +1,128 @@
+"""Interface churn while clients watch: links flapping and links created and deleted, fast.
+Afterwards exactly one own address per usable link, babeld knows exactly the links that
+exist, and the daemon holds no more descriptors, tasks or memory than before.
+
+CI runs shortened counts; BABBLER_CHURN=full runs the issue's full 1,000 flaps and 200
+create/delete cycles (figures in docs/reliability.md)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from ipaddress import IPv6Address
+
+import pytest
+
+from babbler.addressing import MESH_PREFIX
+from babbler.client import Connection
+from babbler.lab import Lab, Node
+from tests.integration.conftest import LabFactory
+from tests.integration.test_mesh import WAIT, until
+from tests.integration.watcher import Follower
+
+pytestmark = pytest.mark.integration
+FULL = os.environ.get("BABBLER_CHURN") == "full"
+FLAPS = 1000 if FULL else 200
+CYCLES = 200 if FULL else 40
+MEMORY_SLACK = 16 << 20  # allocator noise, not growth: 200 cycles add nothing measurable
+
+
+def batch(lab: Lab, node: Node, commands: list[str]) -> None:
+    result = lab.exec(node, "sh", "-c", "ip -batch - <<'EOF'\n" + "\n".join(commands) + "\nEOF")
+    assert result.returncode == 0, result.stderr
+
+
+def stats(node: Node) -> dict[str, int]:
+    with Connection(node.socket) as conn:
+        value: dict[str, int] = json.loads(conn.request("stats")[0])
+    return value
+
+
+def mesh_addresses_by_link(lab: Lab, node: Node) -> dict[str, list[IPv6Address]]:
+    out: dict[str, list[IPv6Address]] = {}
+    for line in lab.exec(node, "ip", "-6", "-o", "addr", "show").stdout.splitlines():
+        words = line.split()
+        address = IPv6Address(words[3].split("/")[0])
+        if address in MESH_PREFIX:
+            out.setdefault(words[1], []).append(address)
+    return out
+
+
+def links_up(lab: Lab, node: Node) -> set[str]:
+    out = lab.exec(node, "ip", "-o", "link", "show", "up").stdout
+    names = {line.split(":")[1].strip().split("@")[0] for line in out.splitlines()}
+    return {name for name in names if name.startswith("v")}
+
+
+def babel_interfaces(node: Node) -> set[str]:
+    with Connection(node.socket) as conn:
+        lines = conn.request("dump")
+    return {line.split()[2] for line in lines if line.startswith("add interface")}
+
+
+def consistent(lab: Lab, node: Node) -> bool:
+    expected = links_up(lab, node)
+    by_link = mesh_addresses_by_link(lab, node)
+    return (
+        babel_interfaces(node) == expected
+        and set(by_link) == expected
+        and all(len(addresses) == 1 for addresses in by_link.values())
+    )
+
+
+def test_flapping_and_short_lived_links_leave_nothing_behind(make_lab: LabFactory) -> None:
+    lab = make_lab(2, "line")
+    lab.wait_reachable(WAIT)
+    n1 = lab.nodes[0]
+    link = "v1x2"
+    watcher = Follower(n1.socket, "watch")
+    monitor = Follower(n1.socket, "monitor")
+    try:
+        # One cycle of each first, so that lazily created state is there before measuring.
+        batch(lab, n1, [f"link set {link} down", f"link set {link} up"])
+        batch(lab, n1, ["link add vc0 type veth peer name vd0", "link del vc0"])
+        until(lambda: consistent(lab, n1), what="consistent after warm-up")
+        before = stats(n1)
+        started = time.monotonic()
+        batch(lab, n1, [f"link set {link} {s}" for _ in range(FLAPS) for s in ("down", "up")])
+        flapped = time.monotonic() - started
+        until(lambda: consistent(lab, n1), what=f"consistent after {FLAPS} flaps")
+        started = time.monotonic()
+        for i in range(CYCLES):
+            batch(
+                lab,
+                n1,
+                [
+                    f"link add vc{i} type veth peer name vd{i}",
+                    f"link set vc{i} up",
+                    f"link set vd{i} up",
+                ],
+            )
+            time.sleep(0.01)  # alive long enough to be used, sometimes
+            batch(lab, n1, [f"link del vc{i}"])
+        cycled = time.monotonic() - started
+        until(lambda: consistent(lab, n1), what=f"consistent after {CYCLES} create/delete")
+        lab.wait_reachable(WAIT)
+        # No growth. (A connection that just closed may still have its task for a moment:
+        # measured counts can only be compared once such stragglers are gone.)
+        until(
+            lambda: (
+                stats(n1)["tasks"] <= before["tasks"]
+                and stats(n1)["open_fds"] <= before["open_fds"]
+            ),
+            what=f"tasks and descriptors back to {before}",
+        )
+        after = stats(n1)
+        assert after["rss_bytes"] - before["rss_bytes"] < MEMORY_SLACK
+        assert lab.status(n1)["babeld"]["restarts"] == 0
+        assert not watcher.closed.is_set() and not monitor.closed.is_set()
+        assert watcher.events("addresses") and len(monitor.lines) > FLAPS
+    finally:
+        watcher.close()
+        monitor.close()
+    print(
+        f"\nchurn: {FLAPS} flaps in {flapped:.1f} s, {CYCLES} create/delete in {cycled:.1f} s;"
+        f" fds {before['open_fds']}->{after['open_fds']}, tasks {before['tasks']}->"
+        f"{after['tasks']}, rss {before['rss_bytes'] >> 20}->{after['rss_bytes'] >> 20} MiB"
+    )

@@ -1,0 +1,171 @@
+"""Hostile or careless clients against a real daemon (and real babeld): idle crowds beyond
+the connection limit, connect storms, half-open connections, a megabyte without a newline,
+random bytes, invalid UTF-8, a monitor that never reads. Meanwhile a well-behaved client keeps
+asking `status` and another keeps watching: they must stay served, the daemon's memory and
+descriptors bounded, and babeld untouched. The daemon runs under systemd's default
+descriptor limit (soft 1024) to show that limit does not come first."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import socket
+import statistics
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from babbler.client import Connection
+from babbler.server import MAX_CLIENTS
+from tests.integration.conftest import LabFactory
+from tests.integration.test_churn import batch, stats
+from tests.integration.test_mesh import WAIT, until
+from tests.integration.watcher import Follower
+from tests.needs import tool
+
+pytestmark = pytest.mark.integration
+IDLE = 1000
+STORM = 10_000
+
+
+def raw(path: Path) -> socket.socket:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(str(path))  # blocking, as most clients connect: waits while the backlog is full
+    sock.settimeout(10)
+    return sock
+
+
+def read_until(sock: socket.socket, marker: bytes, limit: int = 1 << 20) -> bytes:
+    data = b""
+    while marker not in data and len(data) < limit:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+class Poller(threading.Thread):
+    """Asks `status` every 0.1 s and records how long each answer took."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(daemon=True)
+        self.path = path
+        self.latencies: list[float] = []
+        self.failures: list[str] = []
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        with Connection(self.path) as conn:
+            while not self.stop.is_set():
+                started = time.monotonic()
+                try:
+                    json.loads(conn.request("status")[0])
+                except Exception as error:  # recorded, asserted on by the test
+                    self.failures.append(repr(error))
+                    return
+                self.latencies.append(time.monotonic() - started)
+                time.sleep(0.1)
+
+
+def test_hostile_clients_do_not_hurt_the_daemon_babeld_or_other_clients(
+    make_lab: LabFactory,
+) -> None:
+    lab = make_lab(2, "line", False)
+    n1, n2 = lab.nodes
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    lab.start(n1, prefix=[tool("prlimit", "util-linux"), f"--nofile=1024:{hard}"])
+    lab.start(n2)
+    lab.wait_reachable(WAIT)
+    babeld = lab.status(n1)["babeld"]["pid"]
+    base = stats(n1)
+    watcher = Follower(n1.socket, "watch")
+    poller = Poller(n1.socket)
+    poller.start()
+    crowd: list[socket.socket] = []
+    try:
+        # 1,000 idle connections, then more until the limit answers with a clear refusal.
+        crowd = [raw(n1.socket) for _ in range(IDLE)]
+        refusal = b""
+        for _ in range(MAX_CLIENTS):
+            extra = raw(n1.socket)
+            crowd.append(extra)
+            first = read_until(extra, b"\n")
+            if first.startswith(b"no"):
+                refusal = first
+                break
+        assert refusal == b"no too many clients\n"
+        crowd.pop().close()  # the refused one
+        crowd.pop(0).close()  # room for one more: the `stats` below
+        time.sleep(0.5)
+        crowded = stats(n1)
+        assert crowded["clients"] == MAX_CLIENTS
+        for sock in crowd:
+            sock.close()
+        crowd = []
+
+        # 10,000 connections opened and dropped in a row.
+        started = time.monotonic()
+        for _ in range(STORM):
+            raw(n1.socket).close()
+        storm_seconds = time.monotonic() - started
+
+        # Half-open: a request cut off and the write side shut; and one that just stops.
+        for _ in range(50):
+            sock = raw(n1.socket)
+            sock.sendall(b"sta")
+            sock.shutdown(socket.SHUT_WR)
+            crowd.append(sock)
+            stalled = raw(n1.socket)
+            stalled.sendall(b"monit")
+            crowd.append(stalled)
+
+        # A megabyte without a newline, random bytes, invalid UTF-8, then a real request on
+        # the same connection: each gets `bad ...`, and the connection still works.
+        rude = raw(n1.socket)
+        read_until(rude, b"ok\n")
+        rude.sendall(b"x" * (1 << 20) + b"\n")
+        assert b"bad request longer than 4096 bytes\n" in read_until(rude, b"bytes\n")
+        rude.sendall(os.urandom(64 * 1024).replace(b"\n", b" ") + b"\n\xff\xfe\xfd\n")
+        assert b"bad request is not UTF-8\n" in read_until(rude, b"UTF-8\n")
+        rude.sendall(b"status\n")
+        assert b'"mesh":"running"' in read_until(rude, b"\nok\n")
+        rude.close()
+
+        # A monitor that never reads while the table churns.
+        deaf = raw(n1.socket)
+        deaf.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        deaf.sendall(b"monitor\n")
+        for _ in range(5):
+            batch(lab, n1, [f"link set v1x2 {s}" for _ in range(100) for s in ("down", "up")])
+            time.sleep(0.2)
+        lab.wait_reachable(WAIT)
+        crowd.append(deaf)
+
+        flooded = stats(n1)
+        assert flooded["rss_bytes"] < 80 << 20, flooded
+    finally:
+        poller.stop.set()
+        poller.join(timeout=15)
+        for sock in crowd:
+            sock.close()
+        watcher.close()
+
+    status = lab.status(n1)
+    assert status["babeld"]["pid"] == babeld and status["babeld"]["restarts"] == 0
+    until(lambda: stats(n1)["open_fds"] == base["open_fds"], what="descriptors back to base")
+    assert not poller.failures, poller.failures
+    assert not watcher.closed.is_set() or watcher.lines  # it was served throughout
+    assert watcher.events("addresses")  # and saw the flaps as events
+    p50 = statistics.median(poller.latencies)
+    worst = max(poller.latencies)
+    assert worst < 5.0  # generous: a shared machine; typical figures are in the note
+    print(
+        f"\nhostile: {len(poller.latencies)} status answers, p50 {p50 * 1000:.1f} ms, "
+        f"max {worst * 1000:.0f} ms; storm of {STORM} in {storm_seconds:.1f} s; rss "
+        f"{base['rss_bytes'] >> 20} -> {crowded['rss_bytes'] >> 20} (1024 clients) -> "
+        f"{flooded['rss_bytes'] >> 20} MiB"
+    )

@@ -1,0 +1,87 @@
+"""Fuzzing the two parsers that read bytes from others: client requests (anyone on the
+machine) and babeld's control lines (then applied to the mesh table), and the line reader
+under arbitrary chunking. Bounded budget: FUZZ_EXAMPLES examples each (default 2,000, about
+10 s in all here); raise it for a long local run."""
+
+from __future__ import annotations
+
+import os
+
+import trio
+import trio.testing
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from babbler.babeld.protocol import ProtocolError, TableLine, parse_line
+from babbler.lines import TOO_LONG, LineReader
+from babbler.requests import REQUESTS, BadRequest, parse_request
+from babbler.state import MeshTable
+from tests.unit.test_protocol import RECORDED
+
+BUDGET = settings(
+    max_examples=int(os.environ.get("FUZZ_EXAMPLES", "2000")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+
+words = st.sampled_from(
+    sorted({w for line in RECORDED for w in line.split()} | {"", "yes", "no", "-1", "∞"})
+)
+babeld_like = st.lists(words, min_size=0, max_size=24).map(" ".join)
+
+
+@BUDGET
+@given(st.one_of(st.binary(max_size=5000), st.sampled_from(list(REQUESTS)).map(str.encode)))
+def test_requests_parse_or_are_refused_in_one_printable_line(raw: bytes) -> None:
+    try:
+        name = parse_request(raw)
+    except BadRequest as error:
+        assert str(error).isprintable() and len(str(error)) < 200
+    else:
+        assert name is None or name in REQUESTS
+
+
+@BUDGET
+@given(st.lists(st.one_of(babeld_like, st.text(max_size=300)), max_size=30))
+def test_babeld_lines_parse_and_apply_or_raise_protocol_error(texts: list[str]) -> None:
+    table = MeshTable()
+    for text in texts:
+        try:
+            line = parse_line(text)
+        except ProtocolError:
+            continue
+        if isinstance(line, TableLine):
+            try:
+                table.apply(line)
+            except ProtocolError:
+                continue
+
+
+@BUDGET
+@given(
+    st.lists(st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"")), max_size=20),
+    st.lists(st.integers(min_value=1, max_value=64), min_size=1, max_size=20),
+)
+def test_line_reader_reassembles_any_chunking(lines: list[bytes], cuts: list[int]) -> None:
+    data = b"".join(line + b"\n" for line in lines)
+    chunks, at = [], 0
+    for size in cuts * (len(data) // max(1, sum(cuts)) + 1):
+        chunks.append(data[at : at + size])
+        at += size
+    chunks.append(data[at:])
+
+    async def read_all() -> list[bytes | object]:
+        send, receive = trio.testing.memory_stream_pair()
+        reader = LineReader(receive, max_line=32)
+        for chunk in chunks:
+            if chunk:
+                await send.send_all(chunk)
+        await send.aclose()
+        out: list[bytes | object] = []
+        while (line := await reader.readline()) is not None:
+            out.append(line)
+        return out
+
+    got = trio.run(read_all)
+    want = [TOO_LONG if len(line) > 32 else line.rstrip(b"\r") for line in lines]
+    assert got == want
