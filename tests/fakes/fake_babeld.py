@@ -8,6 +8,9 @@ the environment:
   FAKE_BABELD_LOG      a file to append "start PID", "request LINE" and "stop" lines to
   FAKE_BABELD_CHATTER  "INTERVAL,BURST": every INTERVAL s, BURST identical `change neighbour`
                        lines to monitor clients, as babeld repeats them on every hello
+  FAKE_BABELD_STAMP    a file: chatter lines then carry a sequence number as their rtt
+                       (seq/1000), each one a real change, and "SEQ MONOTONIC_NS" is appended
+                       to the file as it is sent (bench/latency.py joins the two)
 """
 
 from __future__ import annotations
@@ -23,10 +26,15 @@ import time
 MODE = os.environ.get("FAKE_BABELD_MODE", "normal")
 LOG = os.environ.get("FAKE_BABELD_LOG")
 CHATTER = os.environ.get("FAKE_BABELD_CHATTER")
+STAMP = os.environ.get("FAKE_BABELD_STAMP")
 GREETING = b"BABEL 1.0\nversion babeld-1.12.1\nhost fake\nmy-id 02:00:00:ff:fe:00:00:01\nok\n"
 NEIGHBOUR = (
     "neighbour 5600000000a1 address fe80::2 if {if} reach ffff ureach 0000 "
     "rxcost 96 txcost 96 cost 96"
+)
+STAMPED = (
+    "neighbour 5600000000a1 address fe80::2 if {if} reach ffff ureach 0000 "
+    "rxcost 96 txcost 96 rtt {rtt} rttcost 0 cost 96"
 )
 ROUTE = (
     "route 5600000000b1 prefix fde0:20c6:1fa7:ffff:aaaa:bbbb:cccc:1/128 from ::/0 "
@@ -60,6 +68,8 @@ def main() -> None:
 
     def finish(*_: object) -> None:
         record("stop")
+        if stamps is not None:
+            stamps.flush()
         for path in (sock_path, pid_path):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
@@ -72,10 +82,18 @@ def main() -> None:
     buffers: dict[socket.socket, bytes] = {}
     monitors: set[socket.socket] = set()
 
+    seq = 0
+    stamps = open(STAMP, "a", buffering=1) if STAMP else None  # noqa: SIM115 (line-buffered)
+
+    def neighbour() -> str:
+        if stamps is None:
+            return NEIGHBOUR.format(**{"if": first})
+        return STAMPED.format(**{"if": first, "rtt": f"{seq / 1000:.3f}"})
+
     def table() -> bytes:
         lines = [f"add interface {name} up true ipv6 fe80::1" for name in interfaces]
         lines += [
-            "add " + NEIGHBOUR.format(**{"if": first}),
+            "add " + neighbour(),
             "add " + XROUTE,
             "add " + ROUTE.format(**{"if": first}),
         ]
@@ -150,8 +168,16 @@ def main() -> None:
                 line, buffers[conn] = buffers[conn].split(b"\n", 1)
                 answer(conn, line.decode())
         if interval and time.monotonic() >= next_chatter:
-            broadcast(("change " + NEIGHBOUR.format(**{"if": first}) + "\n") * int(burst))
-            next_chatter = time.monotonic() + interval
+            if stamps is None:
+                broadcast(("change " + neighbour() + "\n") * int(burst))
+            else:
+                for _ in range(int(burst)):
+                    seq += 1
+                    stamps.write(f"{seq} {time.monotonic_ns()}\n")
+                    broadcast("change " + neighbour() + "\n")
+            next_chatter += interval
+            if next_chatter < time.monotonic() - 1:  # fell far behind: do not burst to catch up
+                next_chatter = time.monotonic() + interval
 
 
 if __name__ == "__main__":

@@ -1,0 +1,85 @@
+"""Shared by the benchmarks: statistics, the printed table, the JSON file, the machine."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results"
+sys.path.insert(0, str(ROOT))  # `python bench/x.py` from anywhere: babbler and tests.fakes
+
+
+def percentile(values: Sequence[float], p: float) -> float:
+    """Nearest-rank percentile (p in 0..100) of a non-empty sequence."""
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), round(p / 100 * len(ordered) + 0.5)))
+    return ordered[rank - 1]
+
+
+def summary(values: Sequence[float]) -> dict[str, float | int]:
+    if not values:
+        return {"n": 0}
+    return {
+        "n": len(values),
+        "min": min(values),
+        "p50": statistics.median(values),
+        "p90": percentile(values, 90),
+        "p99": percentile(values, 99),
+        "max": max(values),
+        "mean": statistics.fmean(values),
+    }
+
+
+def machine() -> dict[str, Any]:
+    babeld = subprocess.run(["babeld", "-V"], capture_output=True, text=True, check=False)
+    return {
+        "host": platform.node(),
+        "kernel": platform.release(),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "babeld": (babeld.stderr or babeld.stdout).strip(),
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+
+
+def table(title: str, header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    cells = [[str(h) for h in header]] + [[fmt(c) for c in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    lines = [title, ""]
+    for n, row in enumerate(cells):
+        lines.append(
+            "  ".join(
+                c.rjust(w) if n and i else c.ljust(w)
+                for i, (c, w) in enumerate(zip(row, widths, strict=True))
+            )
+        )
+        if n == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.3f}" if abs(value) < 100 else f"{value:.0f}"
+    return str(value)
+
+
+def write(name: str, data: dict[str, Any], out: Path | None) -> Path:
+    path = out or RESULTS / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"benchmark": name, "machine": machine(), **data}, indent=2) + "\n")
+    return path
+
+
+def need_root() -> None:
+    if os.geteuid() != 0:
+        sys.exit("benchmarks need root: they create network namespaces and run babeld")

@@ -1,0 +1,148 @@
+"""The three ways a lab's nodes can be meshed, side by side on the same namespaces and links:
+babblerd (its defaults), babeld alone with its own defaults, and babeld alone with babbler's
+hello interval. Plus a reachability check with ping, parallel over source nodes."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from babbler.addressing import interface_address, node_range
+from babbler.config import DEFAULT_HELLO_INTERVAL
+from babbler.lab import Lab, Node, link_name
+
+MODES = ("babbler", "babeld-defaults", "babeld-same-hello")
+# Extra babblerd flags per babbler mode; "babbler" is babblerd with its defaults.
+BABBLER_MODES = {"babbler": [], "babbler-hello-0.25": ["--hello-interval", "0.25"]}
+
+
+@dataclass
+class Mesh:
+    """Runs one mode's routing on a lab and knows each node's address."""
+
+    lab: Lab
+    mode: str
+    addresses: dict[int, str] = field(default_factory=dict)
+    _babelds: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    def start(self, node: Node) -> None:
+        """Start the node's routing (without waiting for it to serve anything)."""
+        if self.mode in BABBLER_MODES:
+            self.lab._spawn(node, BABBLER_MODES[self.mode])
+            return
+        node_id = random.getrandbits(48)
+        links = [link_name(a, b) for a, b in self.lab.links if a == node.index] + [
+            link_name(b, a) for a, b in self.lab.links if b == node.index
+        ]
+        for number, link in enumerate(sorted(links), start=1):
+            address = interface_address(node_id, number)
+            self.addresses.setdefault(node.index, str(address))
+            subprocess.run(
+                ["ip", "-n", node.netns, "addr", "add", f"{address}/128", "dev", link, "nodad"],
+                check=True,
+            )
+        base = Path(node.base)
+        base.mkdir(parents=True, exist_ok=True)
+        conf = base / "babeld.conf"
+        conf.write_text("")
+        args = [
+            "ip", "netns", "exec", node.netns, "babeld",
+            "-c", str(conf), "-I", str(base / "babeld.pid"), "-S", str(base / "babel-state"),
+            "-C", f"redistribute local ip {node_range(node_id)}",
+            "-C", "redistribute local deny",
+        ]  # fmt: skip
+        if self.mode == "babeld-same-hello":
+            args += ["-C", f"default hello-interval {DEFAULT_HELLO_INTERVAL:g}"]
+        log = (base / "babeld.log").open("ab")
+        self._babelds[node.index] = subprocess.Popen(
+            [*args, *sorted(links)], stdout=log, stderr=log, start_new_session=True
+        )
+
+    def ready(self, node: Node) -> None:
+        """babblerd: wait until it serves, and learn its address."""
+        if self.mode in BABBLER_MODES:
+            self.lab._wait_served(node)
+
+    def address(self, node: Node) -> str | None:
+        if self.mode in BABBLER_MODES and node.index not in self.addresses:
+            found = self.lab.status(node)["addresses"]
+            if found:
+                self.addresses[node.index] = found[0]["address"]
+        return self.addresses.get(node.index)
+
+    def kill(self, node: Node) -> None:
+        """The node dies as a machine that loses power: its routing is SIGKILLed (babblerd
+        takes its babeld along) and its links go dark (their peers lose carrier). Killing the
+        daemons alone would leave the node forwarding on the routes in its kernel."""
+        for a, b in self.lab.links:
+            if node.index in (a, b):
+                here, there = (a, b) if a == node.index else (b, a)
+                subprocess.run(
+                    ["ip", "-n", node.netns, "link", "set", link_name(here, there), "down"],
+                    check=True,
+                )
+        if self.mode in BABBLER_MODES:
+            assert node.pid is not None
+            os.kill(node.pid, signal.SIGKILL)
+            self.lab.wait_exit(node)
+            node.pid = None
+        else:
+            process = self._babelds.pop(node.index)
+            process.kill()
+            process.wait()
+        self.addresses.pop(node.index, None)
+
+    def stop(self) -> None:
+        for process in self._babelds.values():
+            process.terminate()
+        for process in self._babelds.values():
+            try:
+                process.wait(5)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        self._babelds.clear()
+
+
+def unreachable(lab: Lab, mesh: Mesh, nodes: list[Node]) -> int:
+    """How many (source, destination) pairs among `nodes` do not answer one ping (0.2 s)."""
+    targets = {n.index: mesh.address(n) for n in nodes}
+    if any(a is None for a in targets.values()):
+        return len(nodes) * (len(nodes) - 1)
+    failures = [0]
+    lock = threading.Lock()
+
+    def from_node(source: Node) -> None:
+        script = " ".join(
+            f"ping -6 -c1 -W0.2 {a} >/dev/null 2>&1 || echo x;"
+            for i, a in targets.items()
+            if i != source.index
+        )
+        out = subprocess.run(
+            ["ip", "netns", "exec", source.netns, "sh", "-c", script],
+            capture_output=True, text=True, check=False,
+        ).stdout  # fmt: skip
+        with lock:
+            failures[0] += out.count("x")
+
+    threads = [threading.Thread(target=from_node, args=(n,)) for n in nodes]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return failures[0]
+
+
+def wait_reachable(lab: Lab, mesh: Mesh, nodes: list[Node], since: float, limit: float) -> float:
+    """Seconds from `since` until every pair among `nodes` pings; raises after `limit`."""
+    while time.monotonic() - since < limit:
+        if unreachable(lab, mesh, nodes) == 0:
+            return time.monotonic() - since
+        time.sleep(0.02)
+    raise TimeoutError(f"{mesh.mode}: not reachable within {limit:g} s")

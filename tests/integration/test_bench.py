@@ -1,0 +1,70 @@
+"""Each benchmark runs (short) and writes its JSON; the plot is drawn from those files.
+How fast is not checked here: docs/benchmarks.md holds the measured figures."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+
+def run(script: str, *args: str) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        [sys.executable, str(BENCH / script), *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("results")
+    for name in ("convergence", "latency", "reaction", "cost"):
+        printed = run(f"{name}.py", "--quick", "--out", str(out / f"{name}.json")).stdout
+        assert "wrote" in printed and "---" in printed  # a table, then the file
+    return out
+
+
+def load(results: Path, name: str) -> dict[str, object]:
+    data: dict[str, object] = json.loads((results / f"{name}.json").read_text())
+    assert data["benchmark"] == name and "babeld" in data["machine"]  # type: ignore[operator]
+    return data
+
+
+def test_convergence_writes_times_per_scenario_and_mode(results: Path) -> None:
+    data = load(results, "convergence")
+    assert data["results"]["up-line4"]["babbler"]["n"] == 1  # type: ignore[index]
+
+
+def test_latency_writes_each_reader(results: Path) -> None:
+    phases = load(results, "latency")["phases"]
+    for name in ("direct", "polling-5s", "monitor x1", "monitor x10", "watch x10"):
+        assert phases[name]["latency_ms"]["n"] > 0, name  # type: ignore[index]
+
+
+def test_reaction_writes_its_cycles(results: Path) -> None:
+    data = load(results, "reaction")
+    assert data["complete"] == data["cycles"] == 10
+
+
+def test_cost_writes_each_measure(results: Path) -> None:
+    data = load(results, "cost")
+    for key in ("exec_to_served_s", "idle_on_demand", "rss_idle_mb", "rss_1000_clients_mb"):
+        assert key in data, key
+
+
+def test_plot_draws_an_svg_from_the_results(results: Path, tmp_path: Path) -> None:
+    out = tmp_path / "plot.svg"
+    run("plot.py", "--results", str(results), "--out", str(out))
+    svg = out.read_text()
+    assert svg.startswith("<svg") and "Event latency" in svg and "Convergence" in svg
