@@ -17,7 +17,7 @@ import trio
 
 from babbler import __version__, paths, platform, sdnotify
 from babbler.caps import privilege_problem
-from babbler.config import LOG_FORMATS, LOG_LEVELS, MODES, Config, build
+from babbler.config import DEFAULT_HELLO_INTERVAL, LOG_FORMATS, LOG_LEVELS, MODES, Config, build
 from babbler.errors import ConfigError, EnvironmentProblem
 from babbler.log import configure
 from babbler.nodeid import load_node_id
@@ -138,7 +138,7 @@ def _fail(message: str, code: int) -> None:
 @click.option(
     "--hello-interval",
     metavar="SECONDS",
-    help="babeld hello interval on every link [default: 0.25]",
+    help=f"babeld hello interval on every link [default: {DEFAULT_HELLO_INTERVAL:g}]",
 )
 @click.option(
     "--skip-kernel-setup",

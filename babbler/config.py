@@ -23,9 +23,11 @@ SOCKET_NAME = "babblerd.sock"
 MODES = ("on-demand", "always")
 LOG_FORMATS = ("json", "console")
 LOG_LEVELS = ("debug", "info", "warning", "error")
-# Measured (docs/design-notes.md): 0.25 s joins a converged 4-node line in well under 1 s,
-# babeld's default of 4 s takes about 12 s; each hello is a few dozen bytes on a wired link.
-DEFAULT_HELLO_INTERVAL = 0.25
+# Measured (docs/benchmarks.md, docs/design.md): at 0.1 s a node joining a converged 4-node
+# line is reached 0.8 s after its babblerd is exec'd and a dead node on a 10-node ring is
+# routed around in 1.1 s; at 0.25 s those took 1.2 s and 2.2 s. babeld's own default (4 s)
+# takes 12-17 s to join. A hello is a few dozen bytes; the mesh only runs while used.
+DEFAULT_HELLO_INTERVAL = 0.1
 DEFAULT_LINGER = 5.0
 # babeld keeps intervals in centiseconds in a 16-bit field; stay well inside it.
 MAX_HELLO_INTERVAL = 600.0

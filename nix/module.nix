@@ -55,7 +55,7 @@ in
 
     helloInterval = lib.mkOption {
       type = lib.types.numbers.between 0.02 600;
-      default = 0.25;
+      default = 0.1;
       description = "babeld hello interval on every link, in seconds.";
     };
   };

@@ -14,10 +14,12 @@ import trio
 from babbler import mesh, server
 from babbler.addressing import interface_address
 from babbler.babeld import control, process
+from babbler.config import DEFAULT_HELLO_INTERVAL
 from tests.component.harness import NODE, alive, connect, eventually, running, veth
 from tests.fakes.kernel import FakeKernel
 
 MINE = str(interface_address(NODE.value, 1))
+V1X3_ADDED = f"interface v1x3 hello-interval {DEFAULT_HELLO_INTERVAL:g}"
 
 
 async def test_always_mode_runs_babeld_and_serves_its_table() -> None:
@@ -57,7 +59,7 @@ async def test_interfaces_follow_links_and_refusals_are_survived() -> None:
     async with running(kernel, mode="always") as (daemon, fake):
         await eventually(lambda: daemon.mesh.state == "running")
         kernel.set_link(veth("v1x3", 3))
-        await eventually(lambda: "interface v1x3 hello-interval 0.25" in fake.requests())
+        await eventually(lambda: V1X3_ADDED in fake.requests())
         kernel.remove_link("v1x3")
         await eventually(lambda: "flush interface v1x3" in fake.requests())
         assert daemon.mesh.told == {"v1x2"}
@@ -67,7 +69,7 @@ async def test_interfaces_follow_links_and_refusals_are_survived() -> None:
 async def test_refused_interface_is_reported_not_fatal(refusal: str) -> None:
     kernel = FakeKernel(veth("v1x2", 2), veth("v1x3", 3))
     async with running(kernel, fake_mode=refusal, mode="always") as (daemon, fake):
-        await eventually(lambda: "interface v1x3 hello-interval 0.25" in fake.requests())
+        await eventually(lambda: V1X3_ADDED in fake.requests())
         status = daemon.status()
         assert status["mesh"] == "running"
         assert {i["name"]: i["babel"] for i in status["interfaces"]} == {
