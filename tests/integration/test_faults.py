@@ -153,3 +153,19 @@ def test_unwritable_state_dir_keeps_the_mesh_running_and_says_so(
     error = status["node_id_persist_error"]
     assert error and ("Read-only" in error or "No space" in error or "cannot create" in error)
     assert "could not persist node id" in n2.log.read_text()
+
+
+def test_babeld_that_cannot_start_is_retried_reported_and_logged_once_per_attempt(
+    make_lab: LabFactory,
+) -> None:
+    lab = make_lab(2, "line", False)
+    node = lab.nodes[0]
+    lab.start(node, ["--babeld", "/bin/false"])  # exits 1 at once, every time
+    until(lambda: lab.status(node)["babeld"]["restarts"] >= 4, what="four failed attempts")
+    status = lab.status(node)
+    assert status["mesh"] in ("restarting", "starting")
+    assert "babeld exited with status 1" in status["babeld"]["last_error"]
+    restarts = status["babeld"]["restarts"]
+    failed = node.log.read_text().count('"event": "babeld failed"')
+    assert failed in (restarts, restarts + 1)  # one line per attempt (one may be in flight)
+    assert lab.status(node)["addresses"]  # the node keeps serving and holds its addresses
