@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from babbler.addressing import node_range
 from babbler.lab import Lab, Node, _alive
 from tests.integration.conftest import LabFactory
 from tests.integration.test_mesh import WAIT, mesh_addresses, until
@@ -86,7 +87,7 @@ def test_babblerd_killed_leaves_no_babeld_within_3_s_and_the_next_start_cleans_u
     restart = time.monotonic()
     lab.start(n1)
     after = lab.status(n1)
-    assert after["node_id"] == before["node_id"]
+    assert after["node_id"] == before["node_id"] and after["node_id_source"] == "file"
     assert int((private / "babeld.pid").read_text()) == after["babeld"]["pid"] != babeld
     lab.wait_reachable(WAIT)
     took = time.monotonic() - restart
@@ -94,15 +95,20 @@ def test_babblerd_killed_leaves_no_babeld_within_3_s_and_the_next_start_cleans_u
     print(f"\nbabblerd SIGKILL: babeld gone after {gone:.2f} s; restart to reachable {took:.2f} s")
 
 
-def test_same_state_file_on_two_nodes_is_detected_and_one_re_rolls(make_lab: LabFactory) -> None:
-    lab = make_lab(2, "line", False)
+@pytest.mark.parametrize("shared_by", ["flag", "state file"])
+def test_same_node_id_on_two_nodes_is_detected_and_one_re_rolls(
+    make_lab: LabFactory, shared_by: str
+) -> None:
     shared = "a1b2c3d4e5f6"
-    for node in lab.nodes:  # one machine's state dir copied to another (a cloned disk image)
-        node.state_dir.mkdir(parents=True, exist_ok=True)
-        (node.state_dir / "node-id").write_text(f"{shared}\n")
+    if shared_by == "flag":
+        lab = make_lab(2, "line", False, "--node-id", shared)
+    else:  # one machine's state dir copied to another (a cloned disk image)
+        lab = make_lab(2, "line", False)
+        for node in lab.nodes:
+            node.state_dir.mkdir(parents=True, exist_ok=True)
+            (node.state_dir / "node-id").write_text(f"{shared}\n")
     lab.start_all()
     assert {lab.status(n)["node_id"] for n in lab.nodes} == {shared}
-    assert {lab.status(n)["node_id_source"] for n in lab.nodes} == {"file"}
     started = time.monotonic()
     until(
         lambda: {lab.status(n)["node_id"] for n in lab.nodes} != {shared},
@@ -111,10 +117,11 @@ def test_same_state_file_on_two_nodes_is_detected_and_one_re_rolls(make_lab: Lab
     moved = [n for n in lab.nodes if lab.status(n)["node_id"] != shared]
     assert len(moved) == 1
     new_id = lab.status(moved[0])["node_id"]
+    assert lab.status(moved[0])["node_id_source"] == "rerolled"
     assert (moved[0].state_dir / "node-id").read_text() == f"{new_id}\n"
     lab.wait_reachable(WAIT)
-    print(f"\nstate-file collision resolved and reachable in {time.monotonic() - started:.2f} s")
-    assert all(str(a).startswith("fde0:20c6:1fa7:") for a in mesh_addresses(lab, moved[0].index))
+    print(f"\n{shared_by} collision resolved and reachable in {time.monotonic() - started:.2f} s")
+    assert all(a in node_range(int(new_id, 16)) for a in mesh_addresses(lab, moved[0].index))
 
 
 @pytest.fixture

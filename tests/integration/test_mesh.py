@@ -117,27 +117,6 @@ def test_babeld_killed_comes_back_and_routes_return(make_lab: LabFactory) -> Non
     lab.wait_reachable(WAIT)  # n1 <-> n3 only through the restarted babeld
 
 
-def test_babblerd_killed_leaves_no_babeld_and_restarts_with_the_same_id(
-    make_lab: LabFactory,
-) -> None:
-    lab = make_lab(2, "line")
-    lab.wait_reachable(WAIT)
-    n1 = lab.nodes[0]
-    before = lab.status(n1)
-    babeld = before["babeld"]["pid"]
-    assert n1.pid is not None
-    os.kill(n1.pid, signal.SIGKILL)
-    lab.wait_exit(n1)
-    until(lambda: not _alive(babeld, "babeld"), timeout=5, what="babeld died with babblerd")
-    assert Path(n1.socket).exists()  # left behind by SIGKILL; the next start copes
-    lab.start(n1)
-    after = lab.status(n1)
-    assert after["node_id"] == before["node_id"]
-    assert after["node_id_source"] == "file"
-    lab.wait_reachable(WAIT)
-    assert lab.status(n1)["addresses"] == before["addresses"]
-
-
 def test_on_demand_mesh_runs_while_watched_and_stops_after_linger(make_lab: LabFactory) -> None:
     lab = make_lab(2, "line", True, "--mode", "on-demand", "--linger", "1")
     for node in lab.nodes:
@@ -167,23 +146,6 @@ def test_sighup_without_a_config_file_keeps_serving(make_lab: LabFactory) -> Non
     time.sleep(0.5)
     assert lab.status(n1)["mesh"] == "running"
     assert "configuration reloaded" in n1.log.read_text()
-
-
-def test_same_node_id_on_two_nodes_is_detected_and_one_re_rolls(make_lab: LabFactory) -> None:
-    shared = "0123456789ab"
-    lab = make_lab(2, "line", True, "--node-id", shared)
-    assert {lab.status(n)["node_id"] for n in lab.nodes} == {shared}
-    until(
-        lambda: {lab.status(n)["node_id"] for n in lab.nodes} != {shared},
-        what="one node re-rolled its id",
-    )
-    moved = [n for n in lab.nodes if lab.status(n)["node_id"] != shared]
-    assert len(moved) == 1
-    new_id = lab.status(moved[0])["node_id"]
-    assert lab.status(moved[0])["node_id_source"] == "rerolled"
-    assert (moved[0].state_dir / "node-id").read_text() == f"{new_id}\n"
-    lab.wait_reachable(WAIT)
-    assert all(a in node_range(int(new_id, 16)) for a in mesh_addresses(lab, moved[0].index))
 
 
 def test_a_live_babeld_left_by_an_earlier_daemon_is_stopped_first(make_lab: LabFactory) -> None:
