@@ -32,8 +32,10 @@ def missing_caps(mask: int) -> list[str]:
 
 def privilege_problem() -> str | None:
     """Why this process cannot run the daemon, or None when it can."""
-    if os.geteuid() == 0 or not IS_LINUX:
-        return None if os.geteuid() == 0 else "must run as root: it adds addresses and runs babeld"
+    if os.geteuid() == 0:
+        return None
+    if not IS_LINUX:  # capabilities are Linux's; elsewhere it is root or nothing
+        return "must run as root: it adds addresses and runs babeld"
     try:
         mask = effective_caps(Path("/proc/self/status").read_text())
     except OSError:
