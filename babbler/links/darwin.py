@@ -31,6 +31,7 @@ import trio
 from babbler.addressing import MESH_PREFIX
 from babbler.addrplan import AddressChange
 from babbler.errors import KernelError
+from babbler.links.events import EventSocket
 from babbler.links.model import ARPHRD_ETHER, Link
 
 # Hardware ports that are not cables between machines.
@@ -44,8 +45,6 @@ IN6_IFF_DETACHED = 0x08
 UNUSABLE = IN6_IFF_TENTATIVE | IN6_IFF_DUPLICATED | IN6_IFF_DETACHED
 RTF_PROTO2_FLAG = "2"  # babeld's kernel_socket.c marks its routes RTF_PROTO2
 REREAD_INTERVAL = 2.0
-DEBOUNCE = 0.005
-RECV_BUFFER = 65536
 
 
 # -- pure: command outputs in, facts out ------------------------------------------------------
@@ -188,7 +187,7 @@ class DarwinKernel:
 
     def __init__(self, system: System, route_socket: trio.socket.SocketType | None) -> None:
         self._system = system
-        self._events = route_socket
+        self.events = EventSocket(route_socket) if route_socket is not None else None
         self._ports: dict[str, str] = {}
         self._ports_for: frozenset[str] = frozenset()
 
@@ -233,23 +232,11 @@ class DarwinKernel:
         }
 
     async def wait_for_change(self) -> None:
-        if self._events is None:
+        if self.events is None:
             await trio.sleep(REREAD_INTERVAL)
             return
         with trio.move_on_after(REREAD_INTERVAL):
-            await self._receive()
-            with trio.move_on_after(DEBOUNCE):
-                while True:
-                    await self._receive()
-
-    async def _receive(self) -> None:
-        assert self._events is not None
-        try:
-            await self._events.recv(RECV_BUFFER)
-        except OSError as error:
-            if error.errno != errno.ENOBUFS:
-                raise
-            # Messages were lost: the caller re-reads everything anyway.
+            await self.events.burst()
 
     async def add_address(self, change: AddressChange) -> None:
         await self._system.run(address_command(change, "add"))

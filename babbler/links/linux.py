@@ -17,7 +17,6 @@ from ipaddress import IPv6Address
 from pathlib import Path
 from typing import Any
 
-import structlog
 import trio
 from pyroute2.netlink import (
     NLM_F_ACK,
@@ -45,18 +44,14 @@ from pyroute2.netlink.rtnl.rtmsg import rtmsg
 
 from babbler.addrplan import AddressChange
 from babbler.errors import KernelError
+from babbler.links.events import EventSocket
 from babbler.links.model import Link
-
-log = structlog.get_logger("babbler.links")
 
 IFF_UP = 0x1
 IFA_F_NODAD = 0x02
 IFA_F_TENTATIVE = 0x40
 IFA_F_DADFAILED = 0x08
 RTPROT_BABEL = 42
-# Events arrive in bursts (a link going down drops several addresses); gather them briefly
-# so that one re-read covers the burst. Well under the 50 ms reaction goal.
-DEBOUNCE = 0.005
 RECV_BUFFER = 1 << 20
 SYSFS_NET = Path("/sys/class/net")
 
@@ -95,11 +90,10 @@ class LinuxKernel:
     def __init__(self, events_buffer: int = RECV_BUFFER) -> None:
         # `events_buffer` is the kernel's queue for change events; tests shrink it to make
         # the kernel drop events (ENOBUFS), which a full re-read must make harmless.
-        self._events = self._open(RTMGRP_LINK | RTMGRP_IPV6_IFADDR, events_buffer)
+        self.events = EventSocket(self._open(RTMGRP_LINK | RTMGRP_IPV6_IFADDR, events_buffer))
         self._requests = self._open(0, RECV_BUFFER)
         self._lock = trio.Lock()
         self._seq = 0
-        self.overflows = 0  # times the kernel dropped events (ENOBUFS)
 
     @staticmethod
     def _open(groups: int, buffer: int) -> trio.socket.SocketType:
@@ -109,7 +103,7 @@ class LinuxKernel:
         return trio.socket.from_stdlib_socket(raw)
 
     def close(self) -> None:
-        self._events.close()
+        self.events.close()
         self._requests.close()
 
     async def _request(self, msg: Any, kind: int, flags: int) -> list[Any]:
@@ -169,20 +163,7 @@ class LinuxKernel:
         return out
 
     async def wait_for_change(self) -> None:
-        await self._receive()
-        with trio.move_on_after(DEBOUNCE):
-            while True:
-                await self._receive()
-
-    async def _receive(self) -> None:
-        try:
-            await self._events.recv(RECV_BUFFER)
-        except OSError as error:
-            if error.errno != errno.ENOBUFS:
-                raise
-            # The kernel dropped events: harmless, as the caller re-reads everything anyway.
-            self.overflows += 1
-            log.info("netlink events overflowed; re-reading every link", overflows=self.overflows)
+        await self.events.burst()
 
     def _address_msg(self, change: AddressChange) -> Any:
         msg = ifaddrmsg()

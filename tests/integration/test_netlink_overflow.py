@@ -29,7 +29,7 @@ async def main():
         while True:
             await kernel.wait_for_change()
     links = await kernel.snapshot()
-    print(json.dumps({{"overflows": kernel.overflows, "links": sorted(links)}}))
+    print(json.dumps({{"overflows": kernel.events.overflows, "links": sorted(links)}}))
 
 trio.run(main)
 """
