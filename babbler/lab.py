@@ -210,12 +210,13 @@ class Lab:
     def start(self, node: Node, extra: list[str] | None = None, prefix: Sequence[str] = ()) -> None:
         """Start babblerd in the node's namespace and wait until its socket answers.
         `prefix` runs it through another program, e.g. setpriv to drop privileges."""
-        self._spawn(node, extra, prefix)
-        self._wait_served(node)
+        self.spawn(node, extra, prefix)
+        self.wait_served(node)
 
-    def _spawn(
+    def spawn(
         self, node: Node, extra: list[str] | None = None, prefix: Sequence[str] = ()
     ) -> None:
+        """Start babblerd in the node's namespace without waiting for it (see `start`)."""
         node.run_dir.mkdir(parents=True, exist_ok=True)
         args = [
             "ip",
@@ -245,7 +246,15 @@ class Lab:
         _children[process.pid] = process
         self.save()
 
-    def _wait_served(self, node: Node) -> None:
+    def exited(self, node: Node) -> int | None:
+        """The exit status of a daemon this process started, or None while it runs."""
+        process = _children.get(node.pid or -1)
+        if process is None:
+            raise LabError(f"{node.name}: not started by this process")
+        return process.poll()
+
+    def wait_served(self, node: Node) -> None:
+        """Wait until a daemon started with `spawn` answers on its socket (15 s at most)."""
         process = _children[node.pid or -1]
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
@@ -263,9 +272,9 @@ class Lab:
     def start_all(self) -> None:
         """Start every node at once (as machines powered on together would)."""
         for node in self.nodes:
-            self._spawn(node)
+            self.spawn(node)
         for node in self.nodes:
-            self._wait_served(node)
+            self.wait_served(node)
 
     def wait_exit(self, node: Node, timeout: float = STOP_TIMEOUT) -> int:
         """The exit status of a daemon this process started. Raises LabError on timeout."""

@@ -22,7 +22,7 @@ from typing import Any
 import common
 
 from babbler.client import Connection, NotRunning
-from babbler.lab import Lab, Node, _children
+from babbler.lab import Lab, Node
 
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -76,10 +76,9 @@ def drain(socks: list[socket.socket]) -> None:
 
 def exec_to_served(lab: Lab, node: Node) -> float:
     started = time.monotonic()
-    lab._spawn(node)
-    process = _children[node.pid or -1]
+    lab.spawn(node)
     while True:
-        if process.poll() is not None:
+        if lab.exited(node) is not None:
             raise RuntimeError(f"babblerd exited: see {node.log}")
         try:
             with Connection(node.socket, timeout=2):

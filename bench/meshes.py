@@ -34,7 +34,7 @@ class Mesh:
     def start(self, node: Node) -> None:
         """Start the node's routing (without waiting for it to serve anything)."""
         if self.mode in BABBLER_MODES:
-            self.lab._spawn(node, BABBLER_MODES[self.mode])
+            self.lab.spawn(node, BABBLER_MODES[self.mode])
             return
         node_id = random.getrandbits(48)
         links = [link_name(a, b) for a, b in self.lab.links if a == node.index] + [
@@ -67,7 +67,7 @@ class Mesh:
     def ready(self, node: Node) -> None:
         """babblerd: wait until it serves, and learn its address."""
         if self.mode in BABBLER_MODES:
-            self.lab._wait_served(node)
+            self.lab.wait_served(node)
 
     def address(self, node: Node) -> str | None:
         if self.mode in BABBLER_MODES and node.index not in self.addresses:
