@@ -212,7 +212,7 @@ async def _write_queued(stream: trio.SocketStream, client: Client) -> None:
         while size < BATCH_BYTES:
             try:
                 more = client.queue_out.receive_nowait()
-            except trio.WouldBlock:
+            except (trio.WouldBlock, trio.EndOfChannel):  # closed: send what is here, then end
                 break
             batch.append(more)
             size += len(more)
@@ -244,8 +244,13 @@ async def handle_client(hub: Hub, view: View, stream: trio.SocketStream) -> None
                 # Quit or hang-up: the writer ends once it has sent what is queued.
                 client.queue_in.close()
                 nursery.cancel_scope.deadline = trio.current_time() + FAREWELL
-    except* (trio.BrokenResourceError, trio.ClosedResourceError):
-        pass
+    except* (
+        trio.BrokenResourceError,
+        trio.ClosedResourceError,
+        BrokenPipeError,  # the writer sends on the raw socket: a peer gone is an OSError there
+        ConnectionResetError,
+    ):
+        pass  # the client hung up: normal
     except* Exception:
         log.exception("client handler failed", client=client.number)
     finally:

@@ -301,3 +301,20 @@ async def test_backoff_grows_while_babeld_keeps_dying_and_resets_after_a_stable_
         await trio.sleep(1.2)  # a run longer than STABLE_PERIOD
         assert await kill_and_time_restart() < quick[3] - 0.4  # back to the first step
         assert daemon.mesh.restarts == 5
+
+
+async def test_requests_sent_with_quit_in_one_write_are_all_answered() -> None:
+    # `printf 'status\nquit\n' | nc -U ...`: the answer must go out before the connection
+    # closes, and a client that leaves at once is not an error in the log.
+    async with running(FakeKernel(veth("v1x2", 2)), mode="always") as (daemon, _):
+        await eventually(lambda: daemon.mesh.state == "running")
+        for _ in range(20):
+            client = await connect(daemon.config.socket_path, read_header=False)
+            await client.send(b"status\ndump\nquit\n")
+            lines = []
+            while (line := await client.readline()) is not None:
+                lines.append(line)
+            assert lines[:5] == daemon.header()
+            assert json.loads(lines[5])["mesh"] == "running" and lines[6] == "ok"
+            assert lines[-1] == "ok" and lines.count("ok") == 3
+            await client.aclose()
