@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ class Connection:
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._sock.settimeout(timeout)
         try:
-            self._sock.connect(str(path))
+            self._connect(timeout)
         except FileNotFoundError:
             self._sock.close()
             raise NotRunning(f"babblerd is not running (no socket at {path})") from None
@@ -34,8 +35,26 @@ class Connection:
         except PermissionError:
             self._sock.close()
             raise NotRunning(f"permission denied on {path}") from None
+        except TimeoutError:
+            self._sock.close()
+            raise NotRunning(f"babblerd did not accept within {timeout:g} s ({path})") from None
         self._file = self._sock.makefile("r", encoding="utf-8", newline="\n")
         self.header = self._read_until_status()
+
+    def _connect(self, timeout: float | None) -> None:
+        """connect(), waiting while the daemon's accept queue is full. A Unix socket with a
+        timeout does not wait there: it fails at once with EAGAIN, so wait here instead."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        pause = 0.001
+        while True:
+            try:
+                self._sock.connect(str(self.path))
+                return
+            except BlockingIOError:
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise TimeoutError from None
+                time.sleep(pause)
+                pause = min(pause * 2, 0.05)
 
     def close(self) -> None:
         self._file.close()
