@@ -213,9 +213,7 @@ class Lab:
         self.spawn(node, extra, prefix)
         self.wait_served(node)
 
-    def spawn(
-        self, node: Node, extra: list[str] | None = None, prefix: Sequence[str] = ()
-    ) -> None:
+    def spawn(self, node: Node, extra: list[str] | None = None, prefix: Sequence[str] = ()) -> None:
         """Start babblerd in the node's namespace without waiting for it (see `start`)."""
         node.run_dir.mkdir(parents=True, exist_ok=True)
         args = [

@@ -33,7 +33,11 @@ STORM = 10_000
 
 def raw(path: Path) -> socket.socket:
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.connect(str(path))  # blocking, as most clients connect: waits while the backlog is full
+    try:
+        sock.connect(str(path))  # blocking, as most clients connect: waits on a full backlog
+    except OSError:
+        sock.close()
+        raise
     sock.settimeout(10)
     return sock
 
