@@ -31,7 +31,6 @@ from typing import Any
 
 import common
 
-from babbler.client import Connection
 from babbler.lab import Lab
 
 SAMPLED = 10
@@ -47,16 +46,20 @@ def chatter_rate(seconds: float) -> dict[str, float]:
         lab.start_all()
         lab.wait_reachable(120)
         time.sleep(2)
-        with Connection(lab.nodes[0].socket, timeout=None) as conn:
-            conn.request("monitor")
-            count, started = 0, time.monotonic()
-            conn._sock.settimeout(0.5)
-            while time.monotonic() - started < seconds:
-                try:
-                    conn.readline()
-                    count += 1
-                except (TimeoutError, OSError):
-                    continue
+        sock = _connect(str(lab.nodes[0].socket), b"monitor\n")
+        sock.setblocking(True)
+        data = b"\n"  # so that an empty table's bare "ok" ends it too
+        while b"\nok\n" not in data:  # the table first: counted from its end
+            data += sock.recv(1 << 16)
+        count = data.partition(b"\nok\n")[2].count(b"\n")
+        started = time.monotonic()
+        while (left := seconds - (time.monotonic() - started)) > 0:
+            sock.settimeout(left)
+            try:
+                count += sock.recv(1 << 16).count(b"\n")
+            except TimeoutError:
+                break
+        sock.close()
         return {"lines_per_second": count / seconds, "seconds": seconds}
     finally:
         lab.down()
@@ -126,12 +129,8 @@ def read_group(
 
 def poll_dump(path: str, every: float, until: float, out: Any) -> None:
     """The original design: `dump` on babeld's socket every `every` seconds."""
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.connect(path)
+    sock = _connect(path, b"")
     sock.settimeout(5)
-    data = b""
-    while not data.endswith(b"ok\n"):
-        data += sock.recv(4096)
     seen = []
     while time.monotonic() + every < until:
         time.sleep(every)
