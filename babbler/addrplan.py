@@ -21,14 +21,7 @@ from babbler.addressing import (
     next_free_index,
     node_range,
 )
-from babbler.links.model import Selector, Snapshot
-
-
-@dataclass(frozen=True, order=True)
-class AddressChange:
-    interface: str
-    index: int  # the link's kernel index
-    address: IPv6Address
+from babbler.links.model import AddressChange, Selector, Snapshot
 
 
 @dataclass(frozen=True)

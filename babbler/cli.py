@@ -7,17 +7,19 @@ import resource
 import shutil
 import signal
 import sys
+import tomllib
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 import structlog
 import trio
 
-from babbler import __version__, paths, platform, sdnotify
+from babbler import __version__, instance, paths, platform, sdnotify
 from babbler.caps import privilege_problem
-from babbler.config import DEFAULT_HELLO_INTERVAL, LOG_FORMATS, LOG_LEVELS, MODES, Config, build
+from babbler.config import DEFAULT_CONFIG, SETTINGS, Config, merge
 from babbler.errors import ConfigError, EnvironmentProblem
 from babbler.log import configure
 from babbler.nodeid import load_node_id
@@ -32,6 +34,29 @@ Examples:
 Every flag has a key of the same name in the config file (TOML), e.g. hello-interval = 0.5.
 Signals: SIGTERM/SIGINT stop (babeld stopped, addresses removed); SIGHUP reloads the file.
 """
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """Read and parse a TOML config file. Raises ConfigError with the file and the problem."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise ConfigError(f"config {path}: {error.strerror or error}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"config {path}: not UTF-8 text") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"config {path}: {error}") from None
+
+
+def load_config(flags: dict[str, Any], config_path: Path | None = None) -> Config:
+    """The settings from the config file and the flags that were given (file-style keys).
+    An explicit `config_path` must exist; the default file is optional. Raises ConfigError."""
+    path = config_path if config_path is not None else DEFAULT_CONFIG
+    if config_path is None and not path.exists():
+        return merge({}, flags)
+    return merge(read_config_file(path), flags, path)
 
 
 async def _watchdog() -> None:
@@ -49,8 +74,9 @@ async def _watchdog() -> None:
         await trio.sleep(usec / 2e6)
 
 
-async def _serve(config: Config, flags: dict[str, Any]) -> None:
+async def _serve(config: Config, reload: Callable[[], Config]) -> None:
     from babbler.daemon import Daemon
+    from babbler.links.backend import open_kernel
 
     state_problem = paths.prepare(config.run_dir, config.private_dir, config.state_dir)
     if state_problem:
@@ -68,8 +94,8 @@ async def _serve(config: Config, flags: dict[str, Any]) -> None:
             "babeld not found; the mesh cannot start until it is installed", babeld=config.babeld
         )
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
-        async with platform.open_kernel() as kernel, trio.open_nursery() as nursery:
-            daemon = Daemon(config, flags, kernel, node)
+        async with open_kernel() as kernel, trio.open_nursery() as nursery:
+            daemon = Daemon(config, kernel, node, reload)
             await nursery.start(daemon.run)
             nursery.start_soon(_watchdog)
             sdnotify.notify(f"READY=1\nSTATUS=serving {config.socket_path}")
@@ -100,61 +126,32 @@ def _fail(message: str, code: int) -> None:
     sys.exit(code)
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def setting_options(command: F) -> F:
+    """One click option per setting of config.SETTINGS, in the table's order."""
+    for setting in reversed(SETTINGS):
+        kind: dict[str, Any] = {"help": setting.help}
+        if setting.switch:
+            kind |= {"is_flag": True, "default": None}
+        elif setting.choices:
+            kind["type"] = click.Choice(setting.choices, case_sensitive=False)
+        else:
+            kind["metavar"] = setting.metavar
+        if setting.repeatable:
+            kind["multiple"] = True
+        command = click.option(f"--{setting.key}", setting.attr, **kind)(command)
+    return command
+
+
 @click.command(context_settings={"help_option_names": ["-h", "--help"]}, epilog=EPILOG)
 @click.option(
     "--config",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="TOML config file [default: /etc/babbler/babblerd.toml, if present]",
+    help=f"TOML config file [default: {DEFAULT_CONFIG}, if present]",
 )
-@click.option("--run-dir", metavar="DIR", help="public socket directory [default: /run/babbler]")
-@click.option(
-    "--state-dir", metavar="DIR", help="node id and babeld state [default: /var/lib/babbler]"
-)
-@click.option("--babeld", metavar="PATH", help="babeld program [default: babeld on PATH]")
-@click.option(
-    "--mode",
-    type=click.Choice(MODES),
-    help="on-demand: mesh runs while a client monitors or watches (and --linger "
-    "after); always: from start to stop [default: on-demand]",
-)
-@click.option(
-    "--linger",
-    metavar="SECONDS",
-    help="seconds the mesh stays up after the last subscriber [default: 5]",
-)
-@click.option(
-    "--interface",
-    multiple=True,
-    metavar="GLOB",
-    help="use exactly the links matching GLOB (repeatable) instead of physical ones",
-)
-@click.option(
-    "--exclude",
-    multiple=True,
-    metavar="GLOB",
-    help="never use links matching GLOB (repeatable; wins over --interface)",
-)
-@click.option("--node-id", metavar="HEX", help="12 hex digits; overrides <state-dir>/node-id")
-@click.option(
-    "--hello-interval",
-    metavar="SECONDS",
-    help=f"babeld hello interval on every link [default: {DEFAULT_HELLO_INTERVAL:g}]",
-)
-@click.option(
-    "--skip-kernel-setup",
-    is_flag=True,
-    default=None,
-    help="babeld leaves IPv6 forwarding and redirect sysctls alone; set them yourself "
-    "(the systemd unit does, outside its sandbox)",
-)
-@click.option(
-    "--log-format",
-    type=click.Choice(LOG_FORMATS),
-    help="[default: console on a terminal, else json]",
-)
-@click.option(
-    "--log-level", type=click.Choice(LOG_LEVELS, case_sensitive=False), help="[default: info]"
-)
+@setting_options
 @click.version_option(__version__, prog_name="babblerd")
 def main(config: Path | None, **given: Any) -> None:
     """Give each wired link a mesh address and route between nodes with babeld.
@@ -168,7 +165,7 @@ def main(config: Path | None, **given: Any) -> None:
         if value is not None and value != ()
     }
     try:
-        settings = build(flags, config)
+        settings = load_config(flags, config)
     except ConfigError as error:
         _fail(str(error), 2)
         return
@@ -180,12 +177,32 @@ def main(config: Path | None, **given: Any) -> None:
         _fail(problem, 1)
     _raise_fd_limit()
     try:
-        trio.run(_serve, settings, flags)
+        held = instance.claim()  # before anything is touched
     except EnvironmentProblem as problem:
-        log.error("cannot run", error=str(problem))
         _fail(str(problem), 1)
+        return
+    try:
+        trio.run(_serve, settings, lambda: load_config(flags, config))
     except KeyboardInterrupt:
         pass
+    except BaseException as error:
+        cause = environment_problem(error)
+        if cause is None:
+            raise
+        _fail(str(cause), 1)
+    finally:
+        held.release()
+
+
+def environment_problem(error: BaseException) -> EnvironmentProblem | None:
+    """The EnvironmentProblem behind `error`, also from inside trio's exception groups."""
+    if isinstance(error, EnvironmentProblem):
+        return error
+    if isinstance(error, BaseExceptionGroup):
+        for inner in error.exceptions:
+            if found := environment_problem(inner):
+                return found
+    return None
 
 
 if __name__ == "__main__":

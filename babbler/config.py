@@ -1,16 +1,16 @@
-"""Daemon configuration: defaults, the optional TOML file, and flags, validated in one place.
+"""Daemon configuration: one table of settings, merged from defaults, the optional TOML file
+and flags, and validated in one place. Pure: the command line reads the file (`cli.py`).
 
-Every flag has a config-file key of the same name (DESIGN.md "Paths and flags"). Flags win
-over the file, the file over the defaults. Validation raises ConfigError naming the key and
-the problem; nothing on the system is touched before a Config exists.
+Every setting has a flag and a config-file key of the same name (DESIGN.md "Paths and
+flags"). Flags win over the file, the file over the defaults. Validation raises ConfigError
+naming the key and the problem; nothing on the system is touched before a Config exists.
 """
 
 from __future__ import annotations
 
 import math
-import tomllib
-from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +38,7 @@ MIN_HELLO_INTERVAL = 0.02
 class Config:
     run_dir: Path = DEFAULT_RUN_DIR
     state_dir: Path = DEFAULT_STATE_DIR
-    config: Path | None = None
+    config: Path | None = None  # the file the settings came from, if any
     babeld: str = "babeld"
     mode: str = "on-demand"
     linger: float = DEFAULT_LINGER
@@ -50,8 +50,6 @@ class Config:
     log_level: str = "info"
     # babeld leaves the forwarding/redirect sysctls alone (a sandbox sets them, systemd/).
     skip_kernel_setup: bool = False
-    # Keys that came from flags, so that a reload keeps them over the file.
-    flags: frozenset[str] = field(default=frozenset(), compare=False)
 
     @property
     def socket_path(self) -> Path:
@@ -60,23 +58,6 @@ class Config:
     @property
     def private_dir(self) -> Path:
         return self.run_dir / "private"
-
-
-# config-file key -> Config attribute
-KEYS = {
-    "run-dir": "run_dir",
-    "state-dir": "state_dir",
-    "babeld": "babeld",
-    "mode": "mode",
-    "linger": "linger",
-    "interface": "interface",
-    "exclude": "exclude",
-    "node-id": "node_id",
-    "hello-interval": "hello_interval",
-    "log-format": "log_format",
-    "log-level": "log_level",
-    "skip-kernel-setup": "skip_kernel_setup",
-}
 
 
 def _path(key: str, value: Any) -> Path:
@@ -139,81 +120,153 @@ def _bool(key: str, value: Any) -> bool:
     return value
 
 
+@dataclass(frozen=True)
+class Setting:
+    """One setting: its flag and file key (`--hello-interval`, `hello-interval`), how its raw
+    value is checked and converted, whether SIGHUP can change it, and its help text."""
+
+    key: str
+    check: Callable[[str, Any], Any]
+    help: str
+    reloadable: bool = False
+    metavar: str | None = None
+    choices: tuple[str, ...] = ()  # the flag takes one of these words
+    repeatable: bool = False  # the flag may be given more than once
+    switch: bool = False  # a flag without a value
+
+    @property
+    def attr(self) -> str:
+        return self.key.replace("-", "_")
+
+
+def _one_of(choices: tuple[str, ...], lower: bool = False) -> Callable[[str, Any], str]:
+    return lambda key, value: _choice(key, str(value).lower() if lower else value, choices)
+
+
+def _between(low: float, high: float) -> Callable[[str, Any], float]:
+    return lambda key, value: _seconds(key, value, low, high)
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting(
+        "run-dir", _path, f"public socket directory [default: {DEFAULT_RUN_DIR}]", metavar="DIR"
+    ),
+    Setting(
+        "state-dir",
+        _path,
+        f"node id and babeld state [default: {DEFAULT_STATE_DIR}]",
+        metavar="DIR",
+    ),
+    Setting("babeld", _babeld, "babeld program [default: babeld on PATH]", metavar="PATH"),
+    Setting(
+        "mode",
+        _one_of(MODES),
+        "on-demand: mesh runs while a client monitors or watches (and --linger after); "
+        "always: from start to stop [default: on-demand]",
+        reloadable=True,
+        choices=MODES,
+    ),
+    Setting(
+        "linger",
+        _between(0.0, 86400.0),
+        f"seconds the mesh stays up after the last subscriber [default: {DEFAULT_LINGER:g}]",
+        reloadable=True,
+        metavar="SECONDS",
+    ),
+    Setting(
+        "interface",
+        _globs,
+        "use exactly the links matching GLOB (repeatable) instead of physical ones",
+        reloadable=True,
+        metavar="GLOB",
+        repeatable=True,
+    ),
+    Setting(
+        "exclude",
+        _globs,
+        "never use links matching GLOB (repeatable; wins over --interface)",
+        reloadable=True,
+        metavar="GLOB",
+        repeatable=True,
+    ),
+    Setting("node-id", _node_id, "12 hex digits; overrides <state-dir>/node-id", metavar="HEX"),
+    Setting(
+        "hello-interval",
+        _between(MIN_HELLO_INTERVAL, MAX_HELLO_INTERVAL),
+        f"babeld hello interval on every link [default: {DEFAULT_HELLO_INTERVAL:g}]",
+        reloadable=True,
+        metavar="SECONDS",
+    ),
+    Setting(
+        "skip-kernel-setup",
+        _bool,
+        "babeld leaves IPv6 forwarding and redirect sysctls alone; set them yourself "
+        "(the systemd unit does, outside its sandbox)",
+        switch=True,
+    ),
+    Setting(
+        "log-format",
+        _one_of(LOG_FORMATS),
+        "[default: console on a terminal, else json]",
+        reloadable=True,
+        choices=LOG_FORMATS,
+    ),
+    Setting(
+        "log-level",
+        _one_of(LOG_LEVELS, lower=True),
+        "[default: info]",
+        reloadable=True,
+        choices=LOG_LEVELS,
+    ),
+)
+BY_KEY = {setting.key: setting for setting in SETTINGS}
+
+
 def validate(key: str, value: Any) -> Any:
     """Check one setting given under its flag/file name; return it in Config's type."""
-    if key in ("run-dir", "state-dir"):
-        return _path(key, value)
-    if key == "mode":
-        return _choice(key, value, MODES)
-    if key == "log-format":
-        return _choice(key, value, LOG_FORMATS)
-    if key == "log-level":
-        return _choice(key, str(value).lower(), LOG_LEVELS)
-    if key == "linger":
-        return _seconds(key, value, 0.0, 86400.0)
-    if key == "hello-interval":
-        return _seconds(key, value, MIN_HELLO_INTERVAL, MAX_HELLO_INTERVAL)
-    if key in ("interface", "exclude"):
-        return _globs(key, value)
-    if key == "node-id":
-        return _node_id(key, value)
-    if key == "babeld":
-        return _babeld(key, value)
-    if key == "skip-kernel-setup":
-        return _bool(key, value)
-    raise ConfigError(f"unknown key {key!r} (known: {', '.join(sorted(KEYS))})")
+    setting = BY_KEY.get(key)
+    if setting is None:
+        raise ConfigError(f"unknown key {key!r} (known: {', '.join(sorted(BY_KEY))})")
+    return setting.check(key, value)
 
 
-def read_file(path: Path) -> dict[str, Any]:
-    """Read and parse a TOML config file. Raises ConfigError with the file and the problem."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise ConfigError(f"config {path}: {error.strerror or error}") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"config {path}: not UTF-8 text") from None
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as error:
-        raise ConfigError(f"config {path}: {error}") from None
+def merge(
+    file_values: Mapping[str, Any], flags: Mapping[str, Any], source: Path | None = None
+) -> Config:
+    """Defaults, then the file's values, then the flags that were given, each validated.
 
-
-def build(flags: Mapping[str, Any], config_path: Path | None = None) -> Config:
-    """Merge defaults, the config file and the flags that were given.
-
-    `flags` maps file-style keys ("hello-interval") to raw values and holds only the flags
-    that were given. An explicit `config_path` must exist; the default one is optional.
+    Both map file-style keys ("hello-interval") to raw values; `source` is the file the
+    values came from (named in errors). Raises ConfigError.
     """
-    explicit = config_path is not None
-    path = config_path if config_path is not None else DEFAULT_CONFIG
-    file_values: dict[str, Any] = {}
-    if explicit or path.exists():
-        file_values = read_file(path)
-    values: dict[str, Any] = {}
-    for key, raw in file_values.items():
+    values = _checked(file_values, f"config {source}: ") | _checked(flags, "--")
+    return Config(config=source, **values)
+
+
+def _checked(raw_values: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """Config attribute -> validated value; errors are prefixed with `where`."""
+    out = {}
+    for key, raw in raw_values.items():
         try:
-            values[KEYS[key]] = validate(key, raw)
+            out[BY_KEY[key].attr if key in BY_KEY else key] = validate(key, raw)
         except ConfigError as error:
-            raise ConfigError(f"config {path}: {error}") from None
-    for key, raw in flags.items():
-        try:
-            values[KEYS[key]] = validate(key, raw)
-        except ConfigError as error:
-            raise ConfigError(f"--{error}") from None
-    return Config(
-        config=path if (explicit or path.exists()) else None,
-        flags=frozenset(KEYS[k] for k in flags),
-        **values,
-    )
+            raise ConfigError(f"{where}{error}") from None
+    return out
 
 
-def reload(current: Config, flags: Mapping[str, Any]) -> Config:
-    """Re-read the config file (SIGHUP); flags given at start still win. Raises ConfigError."""
-    fresh = build(flags, current.config)
-    return replace(fresh, config=current.config)
+def reloaded(current: Config, fresh: Config) -> tuple[Config, list[str]]:
+    """The running configuration after a reload to `fresh`: the reloadable settings change;
+    the others keep their running values and are returned by key (they need a restart)."""
+    updates = {s.attr: getattr(fresh, s.attr) for s in SETTINGS if s.reloadable}
+    fixed = [
+        s.key
+        for s in SETTINGS
+        if not s.reloadable and getattr(fresh, s.attr) != getattr(current, s.attr)
+    ]
+    return replace(current, **updates), fixed
 
 
-# Settings that a reload can change while running; the rest need a restart.
-RELOADABLE = frozenset(
-    {"mode", "linger", "interface", "exclude", "hello_interval", "log_level", "log_format"}
-)
+def unknown_settings() -> set[str]:
+    """Config fields without a setting, and settings without a field (a test keeps both
+    empty)."""
+    names = {f.name for f in fields(Config)} - {"config"}
+    return names ^ {s.attr for s in SETTINGS}

@@ -1,17 +1,13 @@
-"""Everything that differs between Linux and macOS, chosen in this one place.
+"""Platform facts, as constants: which system this is and its default directories.
 
-The rest of babbler asks this module for the default directories and for the kernel backend;
-nothing else looks at sys.platform.
+A leaf module (it imports nothing of babbler), so anything may read it. Choosing the network
+backend lives in `links.backend`.
 """
 
 from __future__ import annotations
 
 import sys
-from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-
-from babbler.errors import EnvironmentProblem
-from babbler.links.kernel import Kernel
 
 IS_LINUX = sys.platform.startswith("linux")
 IS_DARWIN = sys.platform == "darwin"
@@ -23,16 +19,3 @@ DEFAULT_STATE_DIR = Path("/var/db/babbler" if IS_DARWIN else "/var/lib/babbler")
 
 def supported() -> bool:
     return IS_LINUX or IS_DARWIN
-
-
-def open_kernel() -> AbstractAsyncContextManager[Kernel]:
-    """The network backend of this platform."""
-    if IS_LINUX:
-        from babbler.links.linux import open_linux_kernel
-
-        return open_linux_kernel()
-    if IS_DARWIN:
-        from babbler.links.darwin import open_darwin_kernel
-
-        return open_darwin_kernel()
-    raise EnvironmentProblem(f"{NAME} is not supported (Linux and macOS are)")

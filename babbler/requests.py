@@ -1,23 +1,113 @@
-"""The client protocol's requests: parsing and the help table. Pure.
+"""The client protocol's requests: one table of name -> (help text, handler), and parsing.
 
-Requests are single words on a line (DESIGN.md "Client protocol"). Anything else is answered
-with `bad <reason>` and the connection stays usable.
+Requests are single words on a line (DESIGN.md "Client protocol"). Every request but
+`watch` (a stream) and `quit` (the end) is answered by data lines and exactly one status
+line. Anything that is not a request gets `bad <reason>`; the connection stays usable.
+Handlers only queue text for the client (fanout.Client.offer): they never block.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from babbler.fanout import Client, Hub, encode_json
+from babbler.selfstats import process_stats
+
 MAX_REQUEST = 4096
 
-# request -> one-line description; `help` prints this table in this order.
-REQUESTS = {
-    "dump": "the babeld table as babeld lines (add interface|neighbour|route|xroute), then ok",
-    "monitor": "the same as dump, then live add|change|flush lines until unmonitor",
-    "unmonitor": "stop the live lines of monitor",
-    "status": "one JSON object with the node's state, then ok",
-    "watch": "one JSON snapshot line, then one JSON event per line, live",
-    "stats": "one JSON object on the daemon process (tasks, open fds, memory), then ok",
-    "help": "this list, then ok",
-    "quit": "close the connection",
+
+class View(Protocol):
+    """What requests read from the daemon."""
+
+    def header(self) -> list[str]: ...
+    def dump_lines(self) -> list[str]: ...
+    def status(self) -> dict[str, Any]: ...
+
+
+Handler = Callable[[Client, Hub, View], None]
+
+
+@dataclass(frozen=True)
+class Request:
+    help: str
+    handler: Handler
+    # How the answer ends: "status" (one ok/no/bad line), "stream" (never), "close".
+    ends: str = "status"
+
+
+def _lines(lines: list[str], status: str = "ok") -> str:
+    return "".join(f"{line}\n" for line in lines) + f"{status}\n"
+
+
+def _dump(client: Client, hub: Hub, view: View) -> None:
+    client.offer(_lines(view.dump_lines()))
+
+
+def _monitor(client: Client, hub: Hub, view: View) -> None:
+    if client.monitor:
+        client.offer("ok\n")
+        return
+    # Snapshot and subscription happen with no await between: nothing is missed, and
+    # nothing published before the snapshot is sent again after it.
+    hub.flush()
+    client.offer(_lines(view.dump_lines()))
+    client.monitor = True
+    hub.subscription_changed()
+
+
+def _unmonitor(client: Client, hub: Hub, view: View) -> None:
+    was, client.monitor = client.monitor, False
+    client.offer("ok\n")
+    if was:
+        hub.subscription_changed()
+
+
+def _status(client: Client, hub: Hub, view: View) -> None:
+    client.offer(encode_json(view.status()) + "\nok\n")
+
+
+def _watch(client: Client, hub: Hub, view: View) -> None:
+    if client.watch:
+        client.offer("bad already watching\n")
+        return
+    hub.flush()
+    client.offer(encode_json({"type": "snapshot", "status": view.status()}) + "\n")
+    client.watch = True
+    hub.subscription_changed()
+
+
+def _stats(client: Client, hub: Hub, view: View) -> None:
+    client.offer(encode_json(process_stats(len(hub.clients))) + "\nok\n")
+
+
+def _help(client: Client, hub: Hub, view: View) -> None:
+    client.offer(_lines(help_lines()))
+
+
+def _quit(client: Client, hub: Hub, view: View) -> None:
+    pass  # the server ends the connection after sending what is queued
+
+
+# `help` prints this table in this order.
+REQUESTS: dict[str, Request] = {
+    "dump": Request(
+        "the babeld table as babeld lines (add interface|neighbour|route|xroute), then ok", _dump
+    ),
+    "monitor": Request(
+        "the same as dump, then live add|change|flush lines until unmonitor", _monitor
+    ),
+    "unmonitor": Request("stop the live lines of monitor", _unmonitor),
+    "status": Request("one JSON object with the node's state, then ok", _status),
+    "watch": Request(
+        "one JSON snapshot line, then one JSON event per line, live", _watch, ends="stream"
+    ),
+    "stats": Request(
+        "one JSON object on the daemon process (tasks, open fds, memory), then ok", _stats
+    ),
+    "help": Request("this list, then ok", _help),
+    "quit": Request("close the connection", _quit, ends="close"),
 }
 
 
@@ -48,4 +138,4 @@ def parse_request(raw: bytes) -> str | None:
 
 
 def help_lines() -> list[str]:
-    return [f"{name}: {text}" for name, text in REQUESTS.items()]
+    return [f"{name}: {request.help}" for name, request in REQUESTS.items()]

@@ -191,7 +191,7 @@ def phase(
         if not result["sampled"]:
             continue
         for pairs in result["seen"].values():
-            got = {}
+            got: dict[int, int] = {}
             for seq, ns in pairs:
                 got.setdefault(seq, ns)
             if result.get("poll") or request == b"watch\n":

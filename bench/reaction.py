@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -111,7 +112,7 @@ def main() -> None:
     args = parser.parse_args()
     common.need_root()
     cycles = 10 if args.quick else args.cycles
-    lab = Lab.create(f"br{subprocess.os.getpid() % 10000}", 2, "line", ["--mode", "always"])
+    lab = Lab.create(f"br{os.getpid() % 10000}", 2, "line", ["--mode", "always"])
     try:
         lab.start_all()
         lab.wait_reachable(60)

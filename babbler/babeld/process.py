@@ -1,4 +1,4 @@
-"""The babeld child process: arguments, stale-file clean-up, spawn, output, wait and stop.
+"""The babeld child process: stale-file clean-up, spawn, output, wait and stop.
 
 babeld must never outlive babblerd, also when babblerd is killed with SIGKILL. Linux ties
 PR_SET_PDEATHSIG to the thread that forked, and trio's process helpers fork from worker
@@ -35,37 +35,6 @@ OUTPUT_TAIL = 20
 PR_SET_PDEATHSIG = 1
 # How often babeld is checked for exit where there is no pidfd (macOS).
 POLL_INTERVAL = 0.05
-
-
-def babeld_args(
-    program: str,
-    config_file: Path,
-    control_socket: Path,
-    pid_file: Path,
-    state_file: Path,
-    node_range: str,
-    first_interface: str,
-    interface_options: str,
-) -> list[str]:
-    """The exact command line of DESIGN.md "babeld"."""
-    args = [
-        program,
-        "-c",
-        str(config_file),
-        "-G",
-        str(control_socket),
-        "-I",
-        str(pid_file),
-        "-S",
-        str(state_file),
-        "-C",
-        f"redistribute local ip {node_range}",
-        "-C",
-        "redistribute local deny",
-    ]
-    if interface_options:
-        args += ["-C", f"interface {first_interface} {interface_options}"]
-    return [*args, first_interface]
 
 
 def _die_with_parent_hook() -> Callable[[], None] | None:

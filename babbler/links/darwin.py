@@ -29,10 +29,9 @@ from typing import Any
 import trio
 
 from babbler.addressing import MESH_PREFIX
-from babbler.addrplan import AddressChange
 from babbler.errors import KernelError
 from babbler.links.events import EventSocket
-from babbler.links.model import ARPHRD_ETHER, Link
+from babbler.links.model import ARPHRD_ETHER, AddressChange, Link
 
 # Hardware ports that are not cables between machines.
 WIFI_PORTS = frozenset({"Wi-Fi", "AirPort"})

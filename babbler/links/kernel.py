@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from babbler.addrplan import AddressChange
-from babbler.links.model import Link
+from babbler.links.model import AddressChange, Link
 
 
 class Kernel(Protocol):

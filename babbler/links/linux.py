@@ -42,10 +42,9 @@ from pyroute2.netlink.rtnl.ifinfmsg import ifinfmsg
 from pyroute2.netlink.rtnl.marshal import MarshalRtnl
 from pyroute2.netlink.rtnl.rtmsg import rtmsg
 
-from babbler.addrplan import AddressChange
 from babbler.errors import KernelError
 from babbler.links.events import EventSocket
-from babbler.links.model import Link
+from babbler.links.model import AddressChange, Link
 
 IFF_UP = 0x1
 IFA_F_NODAD = 0x02

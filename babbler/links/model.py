@@ -85,6 +85,15 @@ class Link:
 Snapshot = Mapping[str, Link]
 
 
+@dataclass(frozen=True, order=True)
+class AddressChange:
+    """One mesh address to add to, or remove from, one link."""
+
+    interface: str
+    index: int  # the link's kernel index
+    address: IPv6Address
+
+
 @dataclass(frozen=True)
 class Selector:
     """Which links the mesh may use: `--interface` globs (exactly those), else physical links;

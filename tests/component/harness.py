@@ -10,12 +10,15 @@ import sys
 import tempfile
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import trio
 
 from babbler import paths
 from babbler.babeld.process import process_name
+from babbler.cli import load_config
 from babbler.config import Config
 from babbler.daemon import Daemon
 from babbler.lines import TOO_LONG, LineReader
@@ -117,7 +120,7 @@ async def connect(path: Path, read_header: bool = True) -> Client:
 
 @asynccontextmanager
 async def running(
-    kernel: FakeKernel, fake_mode: str = "normal", chatter: str | None = None, **settings: object
+    kernel: FakeKernel, fake_mode: str = "normal", chatter: str | None = None, **settings: Any
 ) -> AsyncIterator[tuple[Daemon, Fake]]:
     base = Path(tempfile.mkdtemp(prefix="bbc", dir="/tmp"))  # short: socket paths < 108 bytes
     fake = Fake(base)
@@ -128,15 +131,13 @@ async def running(
     exports = "".join(f"export {k}='{v}'\n" for k, v in env.items())
     wrapper.write_text(f'#!/bin/sh\n{exports}exec {sys.executable} {FAKE} "$@"\n')
     wrapper.chmod(0o755)
-    config = Config(
-        run_dir=base / "run",
-        state_dir=base / "state",
-        babeld=str(wrapper),
+    config = replace(
+        Config(run_dir=base / "run", state_dir=base / "state", babeld=str(wrapper)),
         interface=("v*",),
         **settings,
-    )  # type: ignore[arg-type]
+    )
     paths.prepare(config.run_dir, config.private_dir, config.state_dir)
-    daemon = Daemon(config, {}, kernel, NODE)
+    daemon = Daemon(config, kernel, NODE, lambda: load_config({}, config.config))
     try:
         async with trio.open_nursery() as nursery:
             await nursery.start(daemon.run)

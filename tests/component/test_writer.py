@@ -6,7 +6,7 @@ import socket
 
 import trio
 
-from babbler import server
+from babbler import fanout, server
 
 
 async def test_cut_short_writer_keeps_the_rest_of_the_line() -> None:
@@ -14,7 +14,7 @@ async def test_cut_short_writer_keeps_the_rest_of_the_line() -> None:
     a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
     stream = trio.SocketStream(trio.socket.from_stdlib_socket(a))
     peer = trio.SocketStream(trio.socket.from_stdlib_socket(b))
-    client = server.Client(1)
+    client = fanout.Client(1)
     line = "change neighbour 5600000000a1 address fe80::2 if v1x2 reach ffff cost 96\n"
     client.offer(line * 5000)  # far more than the socket buffers hold
     with trio.move_on_after(0.2):

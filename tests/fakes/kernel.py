@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from babbler.addrplan import AddressChange
-from babbler.links.model import Link
+from babbler.links.model import AddressChange, Link
 from babbler.sync import Signal
 
 

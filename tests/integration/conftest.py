@@ -2,13 +2,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 
 from babbler.lab import Lab
-
-LabFactory = Callable[..., Lab]
+from tests.integration.helpers import LabFactory
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ create/delete cycles (figures in docs/reliability.md)."""
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from ipaddress import IPv6Address
@@ -17,8 +16,7 @@ import pytest
 from babbler.addressing import MESH_PREFIX
 from babbler.client import Connection
 from babbler.lab import Lab, Node
-from tests.integration.conftest import LabFactory
-from tests.integration.test_mesh import WAIT, until
+from tests.integration.helpers import WAIT, LabFactory, batch, stats, until
 from tests.integration.watcher import Follower
 
 pytestmark = pytest.mark.integration
@@ -26,17 +24,6 @@ FULL = os.environ.get("BABBLER_CHURN") == "full"
 FLAPS = 1000 if FULL else 200
 CYCLES = 200 if FULL else 40
 MEMORY_SLACK = 16 << 20  # allocator noise, not growth: 200 cycles add nothing measurable
-
-
-def batch(lab: Lab, node: Node, commands: list[str]) -> None:
-    result = lab.exec(node, "sh", "-c", "ip -batch - <<'EOF'\n" + "\n".join(commands) + "\nEOF")
-    assert result.returncode == 0, result.stderr
-
-
-def stats(node: Node) -> dict[str, int]:
-    with Connection(node.socket) as conn:
-        value: dict[str, int] = json.loads(conn.request("stats")[0])
-    return value
 
 
 def mesh_addresses_by_link(lab: Lab, node: Node) -> dict[str, list[IPv6Address]]:

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from babbler.addressing import node_range
-from babbler.lab import Lab, Node, _alive
-from tests.integration.conftest import LabFactory
-from tests.integration.test_mesh import WAIT, mesh_addresses, until
+from babbler.lab import Lab, Node
+from babbler.lab.processes import alive as _alive
+from tests.integration.helpers import WAIT, LabFactory, mesh_addresses, until
 from tests.integration.watcher import Follower
 
 pytestmark = pytest.mark.integration
@@ -86,6 +86,7 @@ def test_babblerd_killed_leaves_no_babeld_within_3_s_and_the_next_start_cleans_u
     assert n1.socket.exists() and (private / "babeld.pid").exists()  # left by SIGKILL
     restart = time.monotonic()
     lab.start(n1)
+    until(lambda: lab.status(n1)["mesh"] == "running", what="babeld running again")
     after = lab.status(n1)
     assert after["node_id"] == before["node_id"] and after["node_id_source"] == "file"
     assert int((private / "babeld.pid").read_text()) == after["babeld"]["pid"] != babeld

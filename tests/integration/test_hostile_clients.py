@@ -20,9 +20,7 @@ import pytest
 
 from babbler.client import Connection
 from babbler.server import MAX_CLIENTS
-from tests.integration.conftest import LabFactory
-from tests.integration.test_churn import batch, stats
-from tests.integration.test_mesh import WAIT, until
+from tests.integration.helpers import WAIT, LabFactory, batch, stats, until
 from tests.integration.watcher import Follower
 from tests.needs import tool
 
@@ -104,7 +102,7 @@ def test_hostile_clients_do_not_hurt_the_daemon_babeld_or_other_clients(
         assert refusal == b"no too many clients\n"
         crowd.pop().close()  # the refused one
         crowd.pop(0).close()  # room for one more: the `stats` below
-        time.sleep(0.5)
+        until(lambda: stats(n1)["clients"] == MAX_CLIENTS, what="the crowd counted")
         crowded = stats(n1)
         assert crowded["clients"] == MAX_CLIENTS
         for sock in crowd:

@@ -13,34 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from babbler.addressing import MESH_PREFIX, node_range
+from babbler.addressing import node_range
 from babbler.client import Connection
-from babbler.lab import Lab, _alive
+from babbler.lab.processes import alive as _alive
 from babbler.state import is_usable
-from tests.integration.conftest import LabFactory
+from tests.integration.helpers import WAIT, LabFactory, mesh_addresses, until
 
 pytestmark = pytest.mark.integration
-WAIT = 60.0  # generous bounded waits: the machine is shared
-
-
-def until(check: object, timeout: float = WAIT, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():  # type: ignore[operator]
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"not within {timeout} s: {what}")
-
-
-def mesh_addresses(lab: Lab, node_index: int) -> set[IPv6Address]:
-    out = lab.exec(lab.nodes[node_index - 1], "ip", "-6", "-o", "addr", "show").stdout
-    found = {
-        IPv6Address(word.split("/")[0])
-        for line in out.splitlines()
-        for word in line.split()
-        if "/" in word and ":" in word
-    }
-    return {a for a in found if a in MESH_PREFIX}
 
 
 def test_three_node_line_routes_and_pings_end_to_end(make_lab: LabFactory) -> None:
@@ -143,7 +122,7 @@ def test_sighup_without_a_config_file_keeps_serving(make_lab: LabFactory) -> Non
     n1 = lab.nodes[0]
     assert n1.pid is not None
     os.kill(n1.pid, signal.SIGHUP)
-    time.sleep(0.5)
+    until(lambda: "configuration reloaded" in n1.log.read_text(), what="the reload logged")
     assert lab.status(n1)["mesh"] == "running"
     assert "configuration reloaded" in n1.log.read_text()
 

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tests.integration.conftest import LabFactory
+from tests.integration.helpers import LabFactory
 
 pytestmark = pytest.mark.integration
 PAIRS = 150

@@ -13,9 +13,7 @@ from pathlib import Path
 import pytest
 
 from babbler.lab import Lab
-from tests.integration.conftest import LabFactory
-from tests.integration.test_mesh import WAIT
-from tests.integration.test_service import as_nobody
+from tests.integration.helpers import WAIT, LabFactory, as_nobody
 
 pytestmark = pytest.mark.integration
 

@@ -12,21 +12,9 @@ from pathlib import Path
 import pytest
 
 from babbler.lab import Lab, Node
-from tests.integration.conftest import LabFactory
-from tests.needs import tool
+from tests.integration.helpers import NOBODY, WAIT, LabFactory, as_nobody
 
 pytestmark = pytest.mark.integration
-WAIT = 60.0
-NOBODY = 65534
-
-
-def as_nobody(*caps: str) -> list[str]:
-    setpriv = tool("setpriv", "util-linux")
-    args = [setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
-    if caps:
-        wanted = ",".join(f"+{cap}" for cap in caps)
-        args += [f"--inh-caps={wanted}", f"--ambient-caps={wanted}"]
-    return args
 
 
 def owned_by_nobody(node: Node) -> None:

@@ -9,8 +9,8 @@ from typing import Any
 
 import click
 
+from babbler.cli import load_config as build
 from babbler.cli import main
-from babbler.config import build
 
 ROOT = Path(__file__).resolve().parents[2]
 PLIST = ROOT / "launchd" / "org.babbler.babblerd.plist"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import socket
 import subprocess
 import sys
@@ -124,7 +123,6 @@ def test_render_status_for_people() -> None:
     assert "neighbours: none" in text
     assert "fde0::1/128  96      fe80::1  eth1" in text
     assert "1 more route not installed" in text
-    json.dumps(status)
 
 
 def test_sd_notify_sends_one_datagram(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -2,9 +2,10 @@ from pathlib import Path
 
 import pytest
 
-from babbler.config import DEFAULT_HELLO_INTERVAL, build, reload
+from babbler.babeld.session import babeld_config
+from babbler.cli import load_config as build
+from babbler.config import DEFAULT_HELLO_INTERVAL, reloaded
 from babbler.errors import ConfigError
-from babbler.mesh import babeld_config
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -64,10 +65,10 @@ def test_bad_file_names_file_and_key(tmp_path: Path) -> None:
 
 def test_skip_kernel_setup_reaches_babelds_config_file(tmp_path: Path) -> None:
     default = build({}, write(tmp_path, ""))
-    assert "skip-kernel-setup" not in babeld_config(default)
-    assert "smoothing-half-life 0" in babeld_config(default)
+    assert "skip-kernel-setup" not in babeld_config(default.skip_kernel_setup)
+    assert "smoothing-half-life 0" in babeld_config(default.skip_kernel_setup)
     sandboxed = build({"skip-kernel-setup": True}, write(tmp_path, ""))
-    assert "skip-kernel-setup true\n" in babeld_config(sandboxed)
+    assert "skip-kernel-setup true\n" in babeld_config(sandboxed.skip_kernel_setup)
     assert build({}, write(tmp_path, "skip-kernel-setup = true\n")).skip_kernel_setup
 
 
@@ -81,6 +82,27 @@ def test_reload_rereads_the_file_and_keeps_flags(tmp_path: Path) -> None:
     flags = {"linger": "9"}
     first = build(flags, path)
     path.write_text('mode = "on-demand"\nlinger = 2\n')
-    second = reload(first, flags)
+    second, _ = reloaded(first, build(flags, path))
     assert second.mode == "on-demand"
     assert second.linger == 9.0
+
+
+def test_one_table_defines_every_setting_its_flag_and_its_reloadability() -> None:
+    from click.testing import CliRunner
+
+    from babbler.cli import main
+    from babbler.config import SETTINGS, unknown_settings
+
+    assert unknown_settings() == set()
+    shown = CliRunner().invoke(main, ["--help"], terminal_width=200).output
+    for setting in SETTINGS:
+        assert f"--{setting.key}" in shown, setting.key
+    assert {s.key for s in SETTINGS if s.reloadable} == {
+        "mode",
+        "linger",
+        "interface",
+        "exclude",
+        "hello-interval",
+        "log-level",
+        "log-format",
+    }

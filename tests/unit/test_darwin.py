@@ -13,11 +13,10 @@ from typing import Any
 import pytest
 import trio
 
-from babbler.addrplan import AddressChange
 from babbler.errors import KernelError
 from babbler.links import darwin
 from babbler.links.darwin import DarwinKernel, System
-from babbler.links.model import Selector, usable_names
+from babbler.links.model import AddressChange, Selector, usable_names
 
 DATA = Path(__file__).parent / "data" / "darwin"
 MESH_ADDRESS = IPv6Address("fde0:20c6:1fa7:12:3456:789a:0:1")

@@ -16,7 +16,7 @@ from babbler.babeld.protocol import ProtocolError, TableLine, parse_line
 from babbler.lines import TOO_LONG, LineReader
 from babbler.requests import REQUESTS, BadRequest, parse_request
 from babbler.state import MeshTable
-from tests.unit.test_protocol import RECORDED
+from tests.unit.recorded import RECORDED
 
 BUDGET = settings(
     max_examples=int(os.environ.get("FUZZ_EXAMPLES", "2000")),
@@ -43,18 +43,33 @@ def test_requests_parse_or_are_refused_in_one_printable_line(raw: bytes) -> None
 
 @BUDGET
 @given(st.lists(st.one_of(babeld_like, st.text(max_size=300)), max_size=30))
-def test_babeld_lines_parse_and_apply_or_raise_protocol_error(texts: list[str]) -> None:
+def test_any_babeld_lines_keep_the_monitor_stream_consistent(texts: list[str]) -> None:
+    """Whatever babeld sends, a client following the forwarded lines never gets an `add`
+    of an entry it has, nor a `change` or `flush` of one it lacks, and ends up with the
+    table's own dump."""
     table = MeshTable()
+    client: dict[tuple[str, str], str] = {}
     for text in texts:
         try:
             line = parse_line(text)
         except ProtocolError:
             continue
-        if isinstance(line, TableLine):
-            try:
-                table.apply(line)
-            except ProtocolError:
-                continue
+        if not isinstance(line, TableLine):
+            continue
+        applied = table.apply(line)
+        if applied is None:
+            continue
+        forwarded = parse_line(applied.line)
+        assert isinstance(forwarded, TableLine)
+        if forwarded.verb == "add":
+            assert forwarded.key not in client
+        else:
+            assert forwarded.key in client
+        if forwarded.verb == "flush":
+            del client[forwarded.key]
+        else:
+            client[forwarded.key] = forwarded.render("add")
+    assert sorted(client.values()) == sorted(table.dump_lines())
 
 
 @BUDGET

@@ -3,8 +3,8 @@
 from ipaddress import IPv6Address
 
 from babbler.addressing import interface_address
-from babbler.addrplan import AddressChange, IndexBook, plan, wanted_addresses
-from babbler.links.model import Link, Selector, diff, usable_names
+from babbler.addrplan import IndexBook, plan, wanted_addresses
+from babbler.links.model import AddressChange, Link, Selector, diff, usable_names
 
 # As seen on real machines (BABELD.md "Linux interface facts").
 ETH = Link("enp3s0", 2, has_device=True, driver="virtio_net", up=True, link_local=True)

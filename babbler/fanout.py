@@ -1,0 +1,176 @@
+"""Fan-out: the connected clients, their bounded outgoing queues, and live lines and events.
+
+Nobody waits for a client. Each client's queue is bounded in bytes (answers and live lines
+alike) and filled without blocking; a client that would go over the bound is marked too
+slow and ended (`no too slow`), and nobody else notices. While a client's writer is behind,
+its requests are not read (`wait_caught_up`), so a client that sends requests and never
+reads holds a bounded amount of memory and is ended when it stays behind.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+from collections.abc import Callable
+from typing import Any
+
+import trio
+
+# Bytes queued for one client before it is too slow: a dump of a 64-node table (~100 KB)
+# several times over, or a few seconds of a busy mesh's `monitor` lines.
+QUEUE_BYTES = 1 << 20
+# While more than this is queued the client's requests are not read: its writer is behind.
+BEHIND_BYTES = 256 << 10
+# A client whose writer stays behind this long (it sends requests and does not read the
+# answers) is too slow.
+STALL_LIMIT = 10.0
+# Bytes gathered into one write.
+BATCH_BYTES = 65536
+
+
+def encode_json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), sort_keys=False)
+
+
+class Client:
+    """One connection's subscriptions and outgoing queue."""
+
+    def __init__(self, number: int) -> None:
+        self.number = number
+        self.monitor = False
+        self.watch = False
+        self.too_slow = False
+        self.scope = trio.CancelScope()
+        # The rest of a line whose start was written when the writer was cut short: sent
+        # before the farewell so the client only ever sees whole lines.
+        self.unfinished = b""
+        self._queue: collections.deque[bytes] = collections.deque()
+        self.queued = 0  # bytes
+        self._closed = False
+        self._wake = trio.Event()
+        self._caught_up = trio.Event()
+
+    @property
+    def subscribed(self) -> bool:
+        return self.monitor or self.watch
+
+    def offer(self, text: str) -> None:
+        """Queue text for the client; never blocks. Over the bound: too slow, ended."""
+        if self.too_slow or self._closed:
+            return
+        data = text.encode()
+        if self.queued + len(data) > QUEUE_BYTES:
+            self.cut_off()
+            return
+        self._queue.append(data)
+        self.queued += len(data)
+        self._wake.set()
+
+    def cut_off(self) -> None:
+        """Mark the client too slow and end its connection."""
+        self.too_slow = True
+        self.scope.cancel()
+
+    def close(self) -> None:
+        """Nothing more will be queued; the writer ends once the queue is sent."""
+        self._closed = True
+        self._wake.set()
+
+    async def next_batch(self) -> bytes | None:
+        """Queued bytes to write (up to BATCH_BYTES, at least one item); None once closed
+        and empty."""
+        while not self._queue:
+            if self._closed:
+                return None
+            await self._wake.wait()
+            self._wake = trio.Event()
+        batch = [self._queue.popleft()]
+        size = len(batch[0])
+        while self._queue and size + len(self._queue[0]) <= BATCH_BYTES:
+            batch.append(self._queue.popleft())
+            size += len(batch[-1])
+        self.queued -= size
+        if self.queued <= BEHIND_BYTES:
+            self._caught_up.set()
+        return b"".join(batch)
+
+    async def wait_caught_up(self) -> None:
+        """Return once the writer is not behind; cut the client off if it stays behind for
+        STALL_LIMIT seconds."""
+        with trio.move_on_after(STALL_LIMIT) as stall:
+            while self.queued > BEHIND_BYTES:
+                self._caught_up = trio.Event()
+                await self._caught_up.wait()
+        if stall.cancelled_caught:
+            self.cut_off()
+            await trio.sleep_forever()  # the scope's cancellation takes it from here
+
+
+class Hub:
+    """The set of connected clients, and fan-out to the subscribed ones.
+
+    Published lines and events are gathered and flushed together, one queue item per client
+    per flush: babeld writes lines in bursts, and one item per line would cost a wake-up
+    each. `run` flushes whenever something was published; `flush` is also called before a
+    client subscribes, so its snapshot and the stream never overlap.
+    """
+
+    def __init__(self, on_subscribers_changed: Callable[[], None] = lambda: None) -> None:
+        self.clients: set[Client] = set()
+        self._counter = 0
+        self._on_change = on_subscribers_changed
+        self._pending: list[tuple[bool, str]] = []  # (is a watch event, text with newline)
+        self._wake = trio.Event()
+
+    @property
+    def subscribers(self) -> int:
+        return sum(1 for c in self.clients if c.subscribed)
+
+    def new_client(self) -> Client:
+        self._counter += 1
+        client = Client(self._counter)
+        self.clients.add(client)
+        return client
+
+    def drop(self, client: Client) -> None:
+        was = client.subscribed
+        self.clients.discard(client)
+        if was:
+            self._on_change()
+
+    def subscription_changed(self) -> None:
+        self._on_change()
+
+    def publish_lines(self, lines: list[str]) -> None:
+        """Live babeld lines for `monitor` clients."""
+        if lines and any(c.monitor for c in self.clients):
+            self._pending.extend((False, f"{line}\n") for line in lines)
+            self._wake.set()
+
+    def publish_event(self, event: dict[str, Any]) -> None:
+        """One JSON event for `watch` clients."""
+        if any(c.watch for c in self.clients):
+            self._pending.append((True, encode_json(event) + "\n"))
+            self._wake.set()
+
+    def flush(self) -> None:
+        if not self._pending:
+            return
+        pending, self._pending = self._pending, []
+        lines = "".join(text for is_event, text in pending if not is_event)
+        events = "".join(text for is_event, text in pending if is_event)
+        both = "".join(text for _, text in pending)
+        for client in list(self.clients):
+            text = (
+                both
+                if client.monitor and client.watch
+                else (lines if client.monitor else events if client.watch else "")
+            )
+            if text:
+                client.offer(text)
+
+    async def run(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake = trio.Event()
+            self.flush()

@@ -1,0 +1,189 @@
+"""`babbler-lab`: a mesh of N nodes in network namespaces, each running babblerd with real
+babeld, wired by veth pairs. The demo, the benchmarks and the integration tests use `Lab`.
+
+Everything a lab creates is named after it (namespaces `bbl-<lab>-n<i>`, files under
+`/tmp/babbler-lab/<lab>`) and recorded in `lab.json`, so that `down` removes exactly that:
+processes are ended by their recorded pid, never by name.
+
+Modules: `topology` (pure: edges, names, hops), `netns` (namespaces and links), `processes`
+(the daemons), `probe` (status, pings, waiting for the mesh), `node` (one node's record).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from babbler.client import status
+from babbler.lab import netns, probe
+from babbler.lab.node import Node
+from babbler.lab.processes import Daemons, end
+from babbler.lab.topology import TOPOLOGIES, LabError, edges, farthest_from, link_name
+
+__all__ = ["TOPOLOGIES", "Lab", "LabError", "Node", "farthest", "link_name"]
+
+LAB_ROOT = Path("/tmp/babbler-lab")
+MAX_NODES = 64
+# The lab's links are virtual: name them explicitly (babblerd skips virtual links by default).
+LINK_GLOB = "v*"
+
+
+@dataclass
+class Lab:
+    name: str
+    topology: str
+    nodes: list[Node] = field(default_factory=list)
+    links: list[tuple[int, int]] = field(default_factory=list)
+    daemon_args: list[str] = field(default_factory=list)
+    daemons: Daemons = field(default_factory=Daemons, repr=False, compare=False)
+
+    @property
+    def base(self) -> Path:
+        return LAB_ROOT / self.name
+
+    def save(self) -> None:
+        self.base.mkdir(parents=True, exist_ok=True)
+        record = {
+            "name": self.name,
+            "topology": self.topology,
+            "nodes": [vars(n) for n in self.nodes],
+            "links": self.links,
+            "daemon_args": self.daemon_args,
+        }
+        (self.base / "lab.json").write_text(json.dumps(record, indent=1))
+
+    @classmethod
+    def load(cls, name: str) -> Lab:
+        try:
+            data = json.loads((LAB_ROOT / name / "lab.json").read_text())
+        except FileNotFoundError:
+            raise LabError(f"no lab named {name!r} is up (no {LAB_ROOT / name}/lab.json)") from None
+        data["nodes"] = [Node(**n) for n in data["nodes"]]
+        data["links"] = [tuple(pair) for pair in data["links"]]
+        return cls(**data)
+
+    def node(self, name: str) -> Node:
+        for node in self.nodes:
+            if name in (node.name, str(node.index), node.netns):
+                return node
+        raise LabError(f"no node {name!r} in lab {self.name} (nodes: n1..n{len(self.nodes)})")
+
+    # -- building ------------------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, name: str, nodes: int, topology: str, daemon_args: list[str]) -> Lab:
+        """Namespaces and links only; `start` runs the daemons. Cleans up after itself on error."""
+        if not re.fullmatch(r"[A-Za-z0-9_]{1,24}", name):
+            raise LabError(f"lab name must be 1-24 letters, digits or _, got {name!r}")
+        if not 1 <= nodes <= MAX_NODES:
+            raise LabError(f"--nodes must be between 1 and {MAX_NODES}")
+        if (LAB_ROOT / name / "lab.json").exists():
+            raise LabError(f"lab {name!r} is already up; run `babbler-lab --name {name} down`")
+        lab = cls(name, topology, links=edges(nodes, topology), daemon_args=daemon_args)
+        try:
+            for i in range(1, nodes + 1):
+                node = Node(i, f"bbl-{name}-n{i}", str(lab.base / f"n{i}"))
+                netns.add_namespace(node.netns)
+                lab.nodes.append(node)
+                lab.save()
+            for a, b in lab.links:
+                lab.add_link(a, b)
+        except BaseException:
+            lab.down()
+            raise
+        return lab
+
+    def add_link(self, a: int, b: int) -> None:
+        netns.add_link(a, self.nodes[a - 1].netns, b, self.nodes[b - 1].netns)
+
+    def down(self) -> None:
+        """Stop every daemon we started, any babeld they left, delete namespaces and files."""
+        for node in self.nodes:
+            if node.pid is not None:
+                end(node.pid, "babbler.cli")
+                self.daemons.reap(node.pid)
+            try:
+                babeld = int((node.run_dir / "private" / "babeld.pid").read_text())
+                end(babeld, "babeld")
+            except (OSError, ValueError):
+                pass
+        netns.delete_namespaces([node.netns for node in self.nodes])
+        shutil.rmtree(self.base, ignore_errors=True)
+
+    # -- daemons -------------------------------------------------------------------------------
+
+    def start(self, node: Node, extra: list[str] | None = None, prefix: Sequence[str] = ()) -> None:
+        """Start babblerd in the node's namespace and wait until its socket answers.
+        `prefix` runs it through another program, e.g. setpriv to drop privileges."""
+        self.spawn(node, extra, prefix)
+        self.wait_served(node)
+
+    def spawn(self, node: Node, extra: list[str] | None = None, prefix: Sequence[str] = ()) -> None:
+        """Start babblerd in the node's namespace without waiting for it (see `start`)."""
+        node.run_dir.mkdir(parents=True, exist_ok=True)
+        args = [
+            *("ip", "netns", "exec", node.netns, *prefix, sys.executable, "-m", "babbler.cli"),
+            *("--run-dir", str(node.run_dir), "--state-dir", str(node.state_dir)),
+            *("--interface", LINK_GLOB, "--log-format", "json"),
+            *self.daemon_args,
+            *(extra or []),
+        ]
+        node.pid = self.daemons.spawn(args, node.log)
+        self.save()
+
+    def exited(self, node: Node) -> int | None:
+        """The exit status of a daemon this process started, or None while it runs."""
+        return self.daemons.exited(node.pid, node.name)
+
+    def wait_served(self, node: Node) -> None:
+        """Wait until a daemon started with `spawn` answers on its socket."""
+        self.daemons.wait_served(node.pid, node.name, node.socket, node.log)
+
+    def start_all(self) -> None:
+        """Start every node at once (as machines powered on together would)."""
+        for node in self.nodes:
+            self.spawn(node)
+        for node in self.nodes:
+            self.wait_served(node)
+
+    def wait_exit(self, node: Node, timeout: float = 5.0) -> int:
+        """The exit status of a daemon this process started. Raises LabError on timeout."""
+        return self.daemons.wait_exit(node.pid, node.name, timeout)
+
+    # -- looking -------------------------------------------------------------------------------
+
+    def status(self, node: Node) -> dict[str, Any]:
+        return status(node.socket)
+
+    def exec(self, node: Node, *cmd: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+        return probe.exec_in(node, *cmd, timeout=timeout)
+
+    def ping(self, source: Node, address: str, wait: float = 1) -> bool:
+        return probe.ping(source, address, wait)
+
+    def routes_complete(self) -> bool:
+        return probe.routes_complete(self.nodes)
+
+    def addresses(self) -> dict[int, str]:
+        return probe.addresses(self.nodes)
+
+    def all_pairs_ping(self) -> list[tuple[int, int]]:
+        return probe.all_pairs_ping(self.nodes)
+
+    def wait_settled(self, node: Node, timeout: float = 15.0) -> bool:
+        return probe.wait_settled(node, timeout)
+
+    def wait_reachable(self, timeout: float) -> float:
+        return probe.wait_reachable(self.nodes, timeout)
+
+
+def farthest(lab: Lab, source: int = 1) -> int:
+    """The node with the most hops from `source` over the lab's links."""
+    return farthest_from(lab.links, source)

@@ -1,0 +1,115 @@
+"""Looking at a running lab: each node's status, pings, and waiting for the mesh to form."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Sequence
+from ipaddress import IPv6Network
+from typing import Any
+
+from babbler.addressing import node_range
+from babbler.client import status
+from babbler.lab.node import Node
+from babbler.lab.topology import LabError
+from babbler.state import INFINITY, is_usable
+
+POLL = 0.05
+
+
+def running(nodes: Sequence[Node]) -> list[Node]:
+    return [n for n in nodes if n.pid is not None]
+
+
+def exec_in(node: Node, *cmd: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["ip", "netns", "exec", node.netns, *cmd],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def ping(source: Node, address: str, wait: float = 1) -> bool:
+    result = exec_in(source, "ping", "-6", "-c", "1", "-W", f"{wait:g}", address)
+    return result.returncode == 0
+
+
+def _within(prefix: str, network: IPv6Network) -> bool:
+    try:
+        return bool(IPv6Network(prefix, strict=False).subnet_of(network))
+    except ValueError:
+        return False
+
+
+def routes_complete(nodes: Sequence[Node]) -> bool:
+    """Every running node has a usable route into every other running node's range."""
+    states = {n.index: status(n.socket) for n in running(nodes)}
+    ranges = {i: node_range(int(s["node_id"], 16)) for i, s in states.items()}
+    for i, s in states.items():
+        usable = [r["prefix"] for r in s["routes"] if is_usable(r)]
+        for j, other in ranges.items():
+            if j != i and not any(_within(p, other) for p in usable):
+                return False
+    return True
+
+
+def addresses(nodes: Sequence[Node]) -> dict[int, str]:
+    """Node index -> its first mesh address (running nodes that have one)."""
+    out = {}
+    for node in running(nodes):
+        found = status(node.socket)["addresses"]
+        if found:
+            out[node.index] = found[0]["address"]
+    return out
+
+
+def all_pairs_ping(nodes: Sequence[Node]) -> list[tuple[int, int]]:
+    """Pairs (from, to) that do not answer a ping; empty when the mesh is complete."""
+    found = addresses(nodes)
+    return [
+        (src.index, dst)
+        for src in running(nodes)
+        for dst, address in found.items()
+        if dst != src.index and not ping(src, address)
+    ]
+
+
+def settled(state: dict[str, Any]) -> bool:
+    """For every prefix, the installed route is the cheapest the node knows."""
+    best: dict[str, int] = {}
+    chosen: dict[str, int] = {}
+    for r in state["routes"]:
+        if r["metric"] is None or r["metric"] >= INFINITY:
+            continue
+        best[r["prefix"]] = min(best.get(r["prefix"], r["metric"]), r["metric"])
+        if r["installed"]:
+            chosen[r["prefix"]] = r["metric"]
+    return chosen == best
+
+
+def wait_settled(node: Node, timeout: float = 15.0) -> bool:
+    """Wait until the node's installed routes are the cheapest it knows. Pings work before
+    that: babeld moves to a better route gradually. Returns whether it settled in time."""
+    deadline = time.monotonic() + timeout
+    while not settled(status(node.socket)):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def wait_reachable(nodes: Sequence[Node], timeout: float) -> float:
+    """Wait until every node has routes to and pings every other; seconds it took."""
+    start = time.monotonic()
+    deadline = start + timeout
+    while time.monotonic() < deadline:
+        if (
+            len(addresses(nodes)) == len(running(nodes))
+            and routes_complete(nodes)
+            and not all_pairs_ping(nodes)
+        ):
+            return time.monotonic() - start
+        time.sleep(POLL)
+    raise LabError(f"mesh not fully reachable within {timeout:g} s")

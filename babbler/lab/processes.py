@@ -1,0 +1,118 @@
+"""The lab's daemons: started in their namespaces, watched, and ended by pid only.
+
+A `Daemons` belongs to one Lab instance and holds the processes that instance started, so
+their exit status can be read; a lab loaded from lab.json ends its daemons by recorded pid,
+checking that the pid is still the process it started.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from babbler.babeld.process import process_name
+from babbler.client import NotRunning, status
+from babbler.lab.topology import LabError
+
+STOP_TIMEOUT = 5.0
+SERVE_TIMEOUT = 15.0
+
+
+def alive(pid: int, marker: str) -> bool:
+    """The process is alive (not a zombie) and its command line contains `marker`: it is
+    still the one we started, not a later process that got its pid."""
+    if process_name(pid) is None:
+        return False
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return False
+    return marker in cmdline
+
+
+def end(pid: int, marker: str, timeout: float = STOP_TIMEOUT) -> None:
+    """SIGTERM the process if it is still the one we started, then SIGKILL after `timeout`."""
+    if not alive(pid, marker):
+        return
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not alive(pid, marker):
+            return
+        time.sleep(0.02)
+    os.kill(pid, signal.SIGKILL)
+
+
+def last_error(log: Path) -> str | None:
+    """The daemon's own one-line error (`babblerd: ...`) from its log, if it printed one."""
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    said = [line for line in lines if line.startswith("babblerd: ")]
+    return said[-1].removeprefix("babblerd: ") if said else None
+
+
+class Daemons:
+    """babblerd processes started by one lab instance, by pid."""
+
+    def __init__(self) -> None:
+        self._children: dict[int, subprocess.Popen[bytes]] = {}
+
+    def spawn(self, args: Sequence[str], log: Path) -> int:
+        with log.open("ab") as out:
+            process = subprocess.Popen(
+                list(args), stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True
+            )
+        self._children[process.pid] = process
+        return process.pid
+
+    def _process(self, pid: int | None, name: str) -> subprocess.Popen[bytes]:
+        process = self._children.get(pid or -1)
+        if process is None:
+            raise LabError(f"{name}: not started by this process")
+        return process
+
+    def exited(self, pid: int | None, name: str) -> int | None:
+        """The exit status of a daemon started here, or None while it runs."""
+        return self._process(pid, name).poll()
+
+    def wait_served(self, pid: int | None, name: str, socket: Path, log: Path) -> None:
+        """Wait until the daemon answers on its socket. Raises LabError with the daemon's
+        own message when it exits first."""
+        process = self._process(pid, name)
+        deadline = time.monotonic() + SERVE_TIMEOUT
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                said = last_error(log)
+                raise LabError(
+                    f"babblerd on {name} exited with {process.returncode}"
+                    + (f": {said}" if said else "")
+                )
+            try:
+                status(socket, timeout=2)
+                return
+            except (NotRunning, OSError):
+                time.sleep(0.02)
+        raise LabError(f"babblerd on {name} did not serve {socket} within {SERVE_TIMEOUT:g} s")
+
+    def reap(self, pid: int) -> None:
+        """Collect the exit status of a daemon started here once it has been ended."""
+        process = self._children.pop(pid, None)
+        if process is not None:
+            try:
+                process.wait(STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+    def wait_exit(self, pid: int | None, name: str, timeout: float = STOP_TIMEOUT) -> int:
+        """The exit status of a daemon started here. Raises LabError on timeout."""
+        try:
+            return self._process(pid, name).wait(timeout)
+        except subprocess.TimeoutExpired:
+            raise LabError(f"babblerd on {name} still running after {timeout:g} s") from None

@@ -1,0 +1,49 @@
+"""Lab topologies: which nodes get a link, how links are named, hop distances. Pure."""
+
+from __future__ import annotations
+
+from babbler.errors import BabblerError
+
+TOPOLOGIES = ("line", "ring", "star")
+
+
+class LabError(BabblerError):
+    pass
+
+
+def edges(nodes: int, topology: str) -> list[tuple[int, int]]:
+    """Node pairs (1-based) that get a link."""
+    if topology == "line":
+        return [(i, i + 1) for i in range(1, nodes)]
+    if topology == "ring":
+        pairs = [(i, i + 1) for i in range(1, nodes)]
+        return [*pairs, (nodes, 1)] if nodes > 2 else pairs
+    if topology == "star":
+        return [(1, i) for i in range(2, nodes + 1)]
+    raise LabError(f"unknown topology {topology!r} (one of {', '.join(TOPOLOGIES)})")
+
+
+def link_name(here: int, there: int) -> str:
+    return f"v{here}x{there}"
+
+
+def hops_from(links: list[tuple[int, int]], source: int) -> dict[int, int]:
+    """Node -> hops from `source` (breadth-first over `links`)."""
+    hops = {source: 0}
+    frontier = [source]
+    while frontier:
+        nxt = []
+        for here in frontier:
+            for a, b in links:
+                for x, y in ((a, b), (b, a)):
+                    if x == here and y not in hops:
+                        hops[y] = hops[here] + 1
+                        nxt.append(y)
+        frontier = nxt
+    return hops
+
+
+def farthest_from(links: list[tuple[int, int]], source: int = 1) -> int:
+    """The node with the most hops from `source`."""
+    hops = hops_from(links, source)
+    return max(hops, key=lambda i: (hops[i], i))

@@ -1,0 +1,102 @@
+"""What clients are shown: the `status` object and the `watch` events, built from facts.
+
+Pure. The daemon gathers `Facts` (plain values); `status` shapes them as DESIGN.md's status
+JSON; `node_view` is the node-level part that `watch` follows, and `node_events` turns two
+of those into events for what changed; `entry_event` is the event for one table entry.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from babbler.addressing import format_node_id, node_range
+from babbler.links.model import Selector, Snapshot, selected_links
+from babbler.state import VIEWS, Applied, MeshTable
+
+
+@dataclass(frozen=True)
+class Facts:
+    """Everything `status` is made of, as the daemon knows it now."""
+
+    version: str
+    node_id: int
+    node_id_source: str
+    node_id_persist_error: str | None
+    mode: str
+    mesh: str  # the supervisor's state
+    babeld: dict[str, Any]
+    links: Snapshot
+    selector: Selector
+    told: frozenset[str]  # interfaces babeld uses
+    table: MeshTable
+    clients: int
+
+
+def addresses(facts: Facts) -> list[dict[str, str]]:
+    own = node_range(facts.node_id)
+    return [
+        {"interface": link.name, "address": str(address)}
+        for link in sorted(facts.links.values(), key=lambda ln: ln.name)
+        for address in sorted(link.addresses)
+        if address in own
+    ]
+
+
+def interfaces(facts: Facts) -> list[dict[str, Any]]:
+    return [
+        {"name": link.name, "kind": link.category, "up": link.up, "babel": link.name in facts.told}
+        for link in selected_links(facts.links, facts.selector)
+    ]
+
+
+def entries(table: MeshTable, kind: str) -> list[dict[str, Any]]:
+    return [VIEWS[kind](entry) for entry in table.entries(kind)]
+
+
+def status(facts: Facts) -> dict[str, Any]:
+    """The `status` object (DESIGN.md "Client protocol"): keys are only ever added."""
+    return {
+        "version": facts.version,
+        "node_id": format_node_id(facts.node_id),
+        "range": str(node_range(facts.node_id)),
+        "mode": facts.mode,
+        "mesh": facts.mesh,
+        "babeld": facts.babeld,
+        "addresses": addresses(facts),
+        "interfaces": interfaces(facts),
+        "neighbours": entries(facts.table, "neighbour"),
+        "routes": entries(facts.table, "route"),
+        "xroutes": entries(facts.table, "xroute"),
+        "clients": facts.clients,
+        "node_id_source": facts.node_id_source,
+        "node_id_persist_error": facts.node_id_persist_error,
+    }
+
+
+def node_view(facts: Facts) -> dict[str, Any]:
+    """The node-level facts `watch` reports as `{"type": KEY, KEY: value}` when they change."""
+    return {
+        "mesh": facts.mesh,
+        "node_id": format_node_id(facts.node_id),
+        "addresses": addresses(facts),
+        "interfaces": interfaces(facts),
+        "babeld": facts.babeld,
+    }
+
+
+def node_events(before: dict[str, Any], after: dict[str, Any]) -> list[dict[str, Any]]:
+    """One event per node-level key whose value changed (or is new)."""
+    return [
+        {"type": key, key: value}
+        for key, value in after.items()
+        if key not in before or before[key] != value
+    ]
+
+
+def entry_event(applied: Applied) -> dict[str, Any] | None:
+    """The `watch` event for a table entry that really changed; None for a repeat."""
+    if not applied.real:
+        return None
+    kind = applied.entry.kind
+    return {"type": kind, "action": applied.verb, kind: VIEWS[kind](applied.entry)}

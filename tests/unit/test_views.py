@@ -1,0 +1,94 @@
+"""The status object and watch events, from facts, without trio or sockets."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from ipaddress import IPv6Address
+
+from babbler import views
+from babbler.babeld.protocol import TableLine, parse_line
+from babbler.links.model import Link, Selector
+from babbler.state import MeshTable
+from tests.unit.recorded import RECORDED
+
+NODE = 0x1A2B3C4D5E6F
+MINE = IPv6Address("fde0:20c6:1fa7:ffff:1a2b:3c4d:5e6f:1")
+OTHERS = IPv6Address("fde0:20c6:1fa7:ffff:aaaa:bbbb:cccc:1")
+
+
+def table_of(*texts: str) -> MeshTable:
+    table = MeshTable()
+    for text in texts:
+        line = parse_line(text)
+        assert isinstance(line, TableLine)
+        table.apply(line)
+    return table
+
+
+def facts(**changes: object) -> views.Facts:
+    base = views.Facts(
+        version="0.1.0",
+        node_id=NODE,
+        node_id_source="file",
+        node_id_persist_error=None,
+        mode="always",
+        mesh="running",
+        babeld={"pid": 7, "version": "babeld-1.12.1", "restarts": 0},
+        links={
+            "v1x2": Link(
+                "v1x2",
+                2,
+                kind="veth",
+                up=True,
+                link_local=True,
+                addresses=frozenset({MINE, OTHERS}),
+            ),
+            "eth0": Link("eth0", 3, has_device=True, up=True, link_local=True),
+        },
+        selector=Selector(interface=("v*",)),
+        told=frozenset({"v1x2"}),
+        table=table_of(*RECORDED[:5]),
+        clients=2,
+    )
+    return replace(base, **changes)  # type: ignore[arg-type]
+
+
+def test_status_has_every_contract_key_and_only_our_addresses() -> None:
+    status = views.status(facts())
+    assert status["node_id"] == "1a2b3c4d5e6f"
+    assert status["range"] == "fde0:20c6:1fa7:ffff:1a2b:3c4d:5e6f:0/112"
+    assert status["addresses"] == [{"interface": "v1x2", "address": str(MINE)}]
+    assert status["interfaces"] == [{"name": "v1x2", "kind": "other", "up": True, "babel": True}]
+    assert [r["prefix"] for r in status["routes"]] == ["fde0:20c6:1fa7:ffff:2::1/128"]
+    assert status["neighbours"][0]["rtt"] == 0.12  # the later `change` line won
+    assert status["clients"] == 2 and status["mode"] == "always" and status["mesh"] == "running"
+    for key in ("version", "babeld", "xroutes", "node_id_source", "node_id_persist_error"):
+        assert key in status
+
+
+def test_node_events_name_only_what_changed() -> None:
+    before = views.node_view(facts())
+    assert views.node_events(before, before) == []
+    after = views.node_view(facts(mesh="restarting", told=frozenset()))
+    events = views.node_events(before, after)
+    assert [e["type"] for e in events] == ["mesh", "interfaces"]
+    assert events[0] == {"type": "mesh", "mesh": "restarting"}
+    assert events[1]["interfaces"][0]["babel"] is False
+    assert [e["type"] for e in views.node_events({}, before)] == list(before)
+
+
+def test_entry_events_only_for_real_changes() -> None:
+    table = MeshTable()
+    add = parse_line(RECORDED[4])
+    assert isinstance(add, TableLine)
+    first = table.apply(add)
+    assert first is not None
+    event = views.entry_event(first)
+    assert event is not None
+    assert event["type"] == "route" and event["action"] == "add"
+    assert event["route"]["metric"] == 96 and event["route"]["installed"] is True
+    repeat = table.apply(replace(add, verb="change"))
+    assert repeat is not None and views.entry_event(repeat) is None  # babeld's repeat
+    gone = table.apply(replace(add, verb="flush"))
+    assert gone is not None
+    assert views.entry_event(gone) == {**event, "action": "flush"}
