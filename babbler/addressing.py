@@ -2,7 +2,8 @@
 
 Pure: no I/O. The contract (DESIGN.md "Addressing"):
 mesh prefix fde0:20c6:1fa7::/48, node range fde0:20c6:1fa7:ffff:<node id, 48 bits>:0/112,
-interface address = node range | n with n in 1..65534, prefix length 128.
+interface address = node range | n with n in 1..65534, prefix length 128;
+node address = node range | 0, on the loopback interface: the machine's one stable address.
 """
 
 from __future__ import annotations
@@ -45,6 +46,11 @@ def node_range(node_id: int) -> IPv6Network:
         raise ValueError(f"node id out of range: {node_id:#x}")
     base = int(NODE_SUBNET.network_address) | (node_id << 16)
     return IPv6Network((base, 112))
+
+
+def node_address(node_id: int) -> IPv6Address:
+    """The node's own address (range | 0), held on loopback while the mesh runs."""
+    return node_range(node_id).network_address
 
 
 def interface_address(node_id: int, index: int) -> IPv6Address:

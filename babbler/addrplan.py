@@ -2,8 +2,10 @@
 
 Pure. Rules (DESIGN.md "Addressing"):
 - while the mesh is active, every usable link holds exactly one address of the node range,
-  numbered n, and keeps that n for the life of the daemon (across down/up and re-creation);
-- on selected links, any other address inside the mesh /48 is removed (stale);
+  numbered n, and keeps that n for the life of the daemon (across down/up and re-creation),
+  and the loopback link holds the node address (range | 0);
+- on selected links and loopback, any other address inside the mesh /48 is removed (stale,
+  e.g. the node address of a node id given up after a collision);
 - on any link, addresses of the node's own range that are not wanted are removed (they are
   ours, for example left by a daemon that was killed);
 - addresses outside the /48 are never touched.
@@ -19,6 +21,7 @@ from babbler.addressing import (
     interface_address,
     is_mesh_address,
     next_free_index,
+    node_address,
     node_range,
 )
 from babbler.links.model import AddressChange, Selector, Snapshot
@@ -66,7 +69,9 @@ def wanted_addresses(
     wanted = {}
     for name in sorted(snapshot):
         link = snapshot[name]
-        if selector.usable(link):
+        if link.is_loopback:
+            wanted[name] = node_address(node_id)
+        elif selector.usable(link):
             n = book.number(name, node_id, link.addresses)
             wanted[name] = interface_address(node_id, n)
     return wanted
@@ -82,7 +87,8 @@ def plan(
         target = wanted.get(name)
         if target is not None and target not in link.addresses:
             add.append(AddressChange(name, link.index, target))
-        selected = selector.selects(link)
+        # Loopback is ours for the mesh prefix too: it holds the node address.
+        selected = selector.selects(link) or link.is_loopback
         for address in sorted(link.addresses):
             if address == target or not is_mesh_address(address):
                 continue

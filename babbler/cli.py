@@ -22,14 +22,16 @@ from babbler.caps import privilege_problem
 from babbler.config import DEFAULT_CONFIG, SETTINGS, Config, merge
 from babbler.errors import ConfigError, EnvironmentProblem
 from babbler.log import configure
+from babbler.meshkey import MeshKey, load_key
 from babbler.nodeid import load_node_id
 
 log = structlog.get_logger("babbler")
 
 EPILOG = """\b
 Examples:
-  sudo babblerd                          physical Ethernet/Thunderbolt links, on demand
-  sudo babblerd --mode always            keep the mesh up from start to stop
+  sudo babblerd                          physical Ethernet/Thunderbolt links, mesh always up
+  sudo babblerd --mode on-demand         mesh up only while a local program subscribes
+  sudo babblerd --key-file /etc/babbler/mesh.key   only nodes with this key are neighbours
   sudo babblerd --interface 'veth*'      exactly these links, whatever their kind
 Every flag has a key of the same name in the config file (TOML), e.g. hello-interval = 0.5.
 Signals: SIGTERM/SIGINT stop (babeld stopped, addresses removed); SIGHUP reloads the file.
@@ -74,7 +76,7 @@ async def _watchdog() -> None:
         await trio.sleep(usec / 2e6)
 
 
-async def _serve(config: Config, reload: Callable[[], Config]) -> None:
+async def _serve(config: Config, reload: Callable[[], Config], key: MeshKey | None) -> None:
     from babbler.daemon import Daemon
     from babbler.links.backend import open_kernel
 
@@ -84,7 +86,7 @@ async def _serve(config: Config, reload: Callable[[], Config]) -> None:
     node = load_node_id(config.state_dir, config.node_id)
     if state_problem and node.persist_error:
         node = replace(node, persist_error=state_problem)  # the cause, not its consequence
-    log.info("node id", node_id=f"{node.value:012x}", source=node.source)
+    log.info("node id", node_id=f"{node.value:012x}", source=node.source, keyed=key is not None)
     if node.persist_error:
         log.error(
             "could not persist node id; it will change at the next start", error=node.persist_error
@@ -95,7 +97,7 @@ async def _serve(config: Config, reload: Callable[[], Config]) -> None:
         )
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
         async with open_kernel() as kernel, trio.open_nursery() as nursery:
-            daemon = Daemon(config, kernel, node, reload)
+            daemon = Daemon(config, kernel, node, reload, key)
             await nursery.start(daemon.run)
             nursery.start_soon(_watchdog)
             sdnotify.notify(f"READY=1\nSTATUS=serving {config.socket_path}")
@@ -166,6 +168,7 @@ def main(config: Path | None, **given: Any) -> None:
     }
     try:
         settings = load_config(flags, config)
+        key = load_key(settings.key_file) if settings.key_file else None
     except ConfigError as error:
         _fail(str(error), 2)
         return
@@ -182,7 +185,7 @@ def main(config: Path | None, **given: Any) -> None:
         _fail(str(problem), 1)
         return
     try:
-        trio.run(_serve, settings, lambda: load_config(flags, config))
+        trio.run(_serve, settings, lambda: load_config(flags, config), key)
     except KeyboardInterrupt:
         pass
     except BaseException as error:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import socket
+import stat
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,9 +21,39 @@ class NotRunning(BabblerError):
     """Nothing serves the socket."""
 
 
+# sockaddr_un's path field: 108 bytes with the terminating NUL.
+MAX_SOCKET_PATH = 107
+
+
+def path_problem(path: Path | str) -> str | None:
+    """What makes `path` unusable as babblerd's socket, in words, or None."""
+    path = Path(path)
+    if len(os.fsencode(path)) > MAX_SOCKET_PATH:
+        return f"socket path too long ({len(os.fsencode(path))} bytes, at most 107): {path}"
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        return f"cannot use {path}: {error.strerror or error}"
+    if stat.S_ISSOCK(mode):
+        return None
+    what = (
+        "a directory"
+        if stat.S_ISDIR(mode)
+        else "a regular file"
+        if stat.S_ISREG(mode)
+        else "not a socket"
+    )
+    return f"{path} is {what}, not babblerd's socket (--socket or BABBLER_SOCKET names it)"
+
+
 class Connection:
     def __init__(self, path: Path, timeout: float | None = 10.0) -> None:
         self.path = path
+        problem = path_problem(path)
+        if problem:
+            raise NotRunning(problem)
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._sock.settimeout(timeout)
         try:

@@ -3,15 +3,17 @@
 Two nodes with the same node id (a copied state file, a cloned disk, the same --node-id)
 announce the same addresses. babeld shows the other one's announcements as routes into our
 own range with a router id that is not ours. A route like that can also be an echo of
-ourselves: babeld picks a new router id when it restarts, and for a few update intervals
-neighbours may still hold, and pass on, our old announcements. So an announcement counts
-as a collision only when it stays reachable (metric < 65535) for `hold` seconds.
+ourselves: every babeld start takes a new router id, and for a while (up to 16 s measured)
+neighbours still hold, and pass on, our old announcements. So router ids this node used
+before never count, and any other announcement counts as a collision only when it stays
+reachable (metric < 65535) for `hold` seconds.
 
 Only one of the two nodes should re-roll: the one whose babeld router id is the larger.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from ipaddress import IPv6Network
 from typing import Any
@@ -36,10 +38,16 @@ class CollisionWatch:
         self._first_seen.clear()
 
     def observe(
-        self, route: dict[str, Any], my_id: str | None, own: IPv6Network, now: float
+        self,
+        route: dict[str, Any],
+        my_id: str | None,
+        own: IPv6Network,
+        now: float,
+        ours: Collection[str] = (),
     ) -> str | None:
-        """Feed one route (as `state.route_view` shapes it). Returns the other router id when
-        this node should re-roll its id, else None."""
+        """Feed one route (as `state.route_view` shapes it). `ours`: router ids this node
+        used before, whose announcements are echoes, never a collision. Returns the other
+        router id when this node should re-roll its id, else None."""
         try:
             prefix = IPv6Network(route["prefix"] or "")
         except ValueError:
@@ -47,7 +55,8 @@ class CollisionWatch:
         other = route["router_id"]
         key = (str(prefix), other or "")
         reachable = route["metric"] is not None and route["metric"] < INFINITY
-        if not prefix.subnet_of(own) or not other or other == my_id or not reachable:
+        mine = other == my_id or other in ours
+        if not prefix.subnet_of(own) or not other or mine or not reachable:
             self._first_seen.pop(key, None)
             return None
         first = self._first_seen.setdefault(key, now)

@@ -16,10 +16,10 @@ from typing import Any
 
 from babbler.addressing import parse_node_id
 from babbler.errors import ConfigError
-from babbler.platform import DEFAULT_RUN_DIR, DEFAULT_STATE_DIR
+from babbler.links.cost import MAX_OVERRIDE
+from babbler.platform import DEFAULT_RUN_DIR, DEFAULT_STATE_DIR, SOCKET_NAME
 
 DEFAULT_CONFIG = Path("/etc/babbler/babblerd.toml")
-SOCKET_NAME = "babblerd.sock"
 MODES = ("on-demand", "always")
 LOG_FORMATS = ("json", "console")
 LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -40,7 +40,7 @@ class Config:
     state_dir: Path = DEFAULT_STATE_DIR
     config: Path | None = None  # the file the settings came from, if any
     babeld: str = "babeld"
-    mode: str = "on-demand"
+    mode: str = "always"
     linger: float = DEFAULT_LINGER
     interface: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
@@ -50,6 +50,8 @@ class Config:
     log_level: str = "info"
     # babeld leaves the forwarding/redirect sysctls alone (a sandbox sets them, systemd/).
     skip_kernel_setup: bool = False
+    cost: tuple[tuple[str, int], ...] = ()  # (interface glob, babeld rxcost), first match wins
+    key_file: Path | None = None  # the mesh key (read by the command line, never logged)
 
     @property
     def socket_path(self) -> Path:
@@ -114,6 +116,37 @@ def _babeld(key: str, value: Any) -> str:
     return value
 
 
+def _costs(key: str, value: Any) -> tuple[tuple[str, int], ...]:
+    """`GLOB=N` strings (flags, or a list in the file), or a file table {GLOB = N}."""
+    if isinstance(value, dict):
+        pairs = list(value.items())
+    else:
+        items = [value] if isinstance(value, str) else value
+        if not isinstance(items, list | tuple):
+            raise ConfigError(f"{key}: expected GLOB=N or a table of GLOB = N")
+        pairs = []
+        for item in items:
+            glob, sep, number = str(item).partition("=")
+            if not sep:
+                raise ConfigError(f"{key}: expected GLOB=N, got {item!r}")
+            pairs.append((glob.strip(), number.strip()))
+    out = []
+    for glob, number in pairs:
+        _globs(key, [glob])
+        try:
+            cost = int(number)
+        except (TypeError, ValueError):
+            raise ConfigError(
+                f"{key}: cost of {glob!r} must be a whole number, got {number!r}"
+            ) from None
+        if isinstance(number, bool) or not 1 <= cost <= MAX_OVERRIDE:
+            raise ConfigError(
+                f"{key}: cost of {glob!r} must be 1 to {MAX_OVERRIDE}, got {number!r}"
+            )
+        out.append((glob, cost))
+    return tuple(out)
+
+
 def _bool(key: str, value: Any) -> bool:
     if not isinstance(value, bool):
         raise ConfigError(f"{key}: expected true or false, got {value!r}")
@@ -162,7 +195,7 @@ SETTINGS: tuple[Setting, ...] = (
         "mode",
         _one_of(MODES),
         "on-demand: mesh runs while a client monitors or watches (and --linger after); "
-        "always: from start to stop [default: on-demand]",
+        "always: from start to stop [default: always]",
         reloadable=True,
         choices=MODES,
     ),
@@ -203,6 +236,22 @@ SETTINGS: tuple[Setting, ...] = (
         "babeld leaves IPv6 forwarding and redirect sysctls alone; set them yourself "
         "(the systemd unit does, outside its sandbox)",
         switch=True,
+    ),
+    Setting(
+        "cost",
+        _costs,
+        "babeld cost of links matching GLOB (repeatable; first match wins; config: a table "
+        'cost = {"tb*" = 16}) [default: from link speed: 10 Gb/s 32, 1 Gb/s 128, unknown 96]',
+        reloadable=True,
+        metavar="GLOB=N",
+        repeatable=True,
+    ),
+    Setting(
+        "key-file",
+        _path,
+        "mesh key file (0600; make one with `babblerctl keygen FILE`): only nodes with the "
+        "same key are neighbours [default: none, any node may join]",
+        metavar="PATH",
     ),
     Setting(
         "log-format",

@@ -12,9 +12,8 @@ import click
 
 from babbler import __version__
 from babbler.client import Connection
-from babbler.config import SOCKET_NAME
 from babbler.errors import BabblerError
-from babbler.platform import DEFAULT_RUN_DIR
+from babbler.platform import DEFAULT_RUN_DIR, SOCKET_NAME
 
 DEFAULT_SOCKET = DEFAULT_RUN_DIR / SOCKET_NAME
 
@@ -29,17 +28,28 @@ def _text(value: Any) -> str:
     return "-" if value is None else str(value)
 
 
+def _speed(mbps: int | None) -> str:
+    if mbps is None:
+        return "-"
+    return f"{mbps / 1000:g}G" if mbps >= 1000 else f"{mbps}M"
+
+
 def render_status(s: dict[str, Any]) -> str:
     """The status object as a person reads it."""
     b = s.get("babeld") or {}
+    keyed = "keyed" if s.get("keyed") else "open (no mesh key)"
     lines = [
-        f"node {s['node_id']}  range {s['range']}",
-        f"mode {s['mode']}  mesh {s['mesh']}  clients {s['clients']}",
+        f"node {s['node_id']}  address {s.get('node_address', '-')}",
+        f"mode {s['mode']}  mesh {s['mesh']}  {keyed}  other clients {s['clients']}",
         f"babeld {_text(b.get('version'))}  pid {_text(b.get('pid'))}  "
-        f"restarts {b.get('restarts', 0)}",
+        f"restarts {b.get('restarts', 0)}  router id {_text(b.get('my_id'))}",
     ]
+    if b.get("found") is False:
+        lines.append("  babeld NOT FOUND: install it (Debian: apt-get install babeld)")
     if b.get("last_error"):
         lines.append(f"  last error: {b['last_error']}")
+    for pattern in s.get("unmatched_globs") or []:
+        lines.append(f"  --interface {pattern} matches no link")
     lines.append("")
     if s["interfaces"]:
         lines.append("interfaces")
@@ -50,12 +60,14 @@ def render_status(s: dict[str, Any]) -> str:
                     i["name"],
                     i["kind"],
                     "up" if i["up"] else "down",
+                    _speed(i.get("speed_mbps")),
+                    _text(i.get("cost")),
                     "yes" if i["babel"] else "no",
                     addresses.get(i["name"], "-"),
                 ]
                 for i in s["interfaces"]
             ],
-            ["NAME", "KIND", "STATE", "BABEL", "ADDRESS"],
+            ["NAME", "KIND", "STATE", "SPEED", "COST", "BABEL", "ADDRESS"],
         )
     else:
         lines.append("interfaces: none eligible")
@@ -63,7 +75,13 @@ def render_status(s: dict[str, Any]) -> str:
         lines.append("neighbours")
         lines += _table(
             [
-                [n["address"], n["interface"], n["reach"], _text(n["cost"]), _text(n["rtt"])]
+                [
+                    n["address"],
+                    n["interface"],
+                    n["reach"],
+                    _text(n["cost"]),
+                    "-" if n["rtt"] is None else f"{n['rtt']:.3f} ms",
+                ]
                 for n in s["neighbours"]
             ],
             ["ADDRESS", "IF", "REACH", "COST", "RTT"],
@@ -87,16 +105,6 @@ def render_status(s: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-socket_option = click.option(
-    "--socket",
-    "socket_path",
-    type=click.Path(path_type=Path),
-    default=DEFAULT_SOCKET,
-    show_default=True,
-    help="babblerd's public socket",
-)
-
-
 def run_command(prog: str, fn: Callable[[], object]) -> None:
     """Run a command's body; a BabblerError or OSError becomes one line on stderr and exit 1,
     a closed pipe or Ctrl-C a quiet exit 0."""
@@ -115,21 +123,58 @@ def _run(fn: Callable[[], object]) -> None:
     run_command("babblerctl", fn)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+SOCKET_HELP = f"babblerd's public socket [env BABBLER_SOCKET; default: {DEFAULT_SOCKET}]"
+
+
+def socket_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    """`--socket` after the subcommand too (before it, it is the group's option)."""
+    return click.option(
+        "--socket", "socket_path", type=click.Path(path_type=Path), default=None, help=SOCKET_HELP
+    )(command)
+
+
+def _socket(ctx: click.Context, given: Path | None) -> Path:
+    if given is not None:
+        return given
+    chosen: Path = ctx.find_root().params.get("socket_path") or DEFAULT_SOCKET
+    return chosen
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]}, invoke_without_command=True)
+@click.option(
+    "--socket",
+    "socket_path",
+    type=click.Path(path_type=Path),
+    envvar="BABBLER_SOCKET",
+    default=None,
+    help=SOCKET_HELP,
+)
 @click.version_option(__version__, prog_name="babblerctl")
-def main() -> None:
-    """Read the state of a running babblerd: addresses, neighbours, routes, live changes."""
+@click.pass_context
+def main(ctx: click.Context, socket_path: Path | None) -> None:
+    """Read the state of a running babblerd: addresses, neighbours, routes, live changes.
+
+    With no command, `status`.
+    """
+    if ctx.invoked_subcommand is None:
+        ctx.invoke(status, socket_path=None, as_json=False)
+
+
+def _ask(ctx: click.Context, socket_path: Path | None, request: str) -> Any:
+    """One request's first data line, parsed as JSON."""
+    with Connection(_socket(ctx, socket_path)) as conn:
+        return json.loads(conn.request(request)[0])
 
 
 @main.command()
 @socket_option
 @click.option("--json", "as_json", is_flag=True, help="print the status object as JSON")
-def status(socket_path: Path, as_json: bool) -> None:
+@click.pass_context
+def status(ctx: click.Context, socket_path: Path | None, as_json: bool) -> None:
     """Show the node's state (never starts an on-demand mesh)."""
 
     def go() -> None:
-        with Connection(socket_path) as conn:
-            value = json.loads(conn.request("status")[0])
+        value = _ask(ctx, socket_path, "status")
         click.echo(json.dumps(value, indent=2) if as_json else render_status(value))
 
     _run(go)
@@ -137,26 +182,41 @@ def status(socket_path: Path, as_json: bool) -> None:
 
 @main.command()
 @socket_option
-def stats(socket_path: Path) -> None:
-    """Show the daemon process's own tasks, open files and memory, as JSON."""
+@click.option("--all", "show_all", is_flag=True, help="also each link's own address")
+@click.pass_context
+def ip(ctx: click.Context, socket_path: Path | None, show_all: bool) -> None:
+    """Print this node's address: the machine's one stable address, reachable while any
+    path to it exists, whichever cable is pulled."""
 
     def go() -> None:
-        with Connection(socket_path) as conn:
-            click.echo(json.dumps(json.loads(conn.request("stats")[0]), indent=2))
+        value = _ask(ctx, socket_path, "status")
+        click.echo(value["node_address"])
+        if show_all:
+            for entry in value["addresses"]:
+                click.echo(f"{entry['address']}  {entry['interface']}")
 
     _run(go)
 
 
 @main.command()
 @socket_option
-def dump(socket_path: Path) -> None:
+@click.pass_context
+def stats(ctx: click.Context, socket_path: Path | None) -> None:
+    """Show the daemon process's own tasks, open files and memory, as JSON."""
+    _run(lambda: click.echo(json.dumps(_ask(ctx, socket_path, "stats"), indent=2)))
+
+
+@main.command()
+@socket_option
+@click.pass_context
+def dump(ctx: click.Context, socket_path: Path | None) -> None:
     """Print babeld's table as babeld lines.
 
     Never starts an on-demand mesh.
     """
 
     def go() -> None:
-        with Connection(socket_path) as conn:
+        with Connection(_socket(ctx, socket_path)) as conn:
             for line in conn.request("dump"):
                 click.echo(line)
 
@@ -174,22 +234,44 @@ def _stream(socket_path: Path, request: str) -> None:
 
 @main.command()
 @socket_option
-def monitor(socket_path: Path) -> None:
+@click.pass_context
+def monitor(ctx: click.Context, socket_path: Path | None) -> None:
     """Follow babeld's table, live, in babeld's line format.
 
     Prints the table, then add/change/flush lines. Keeps an on-demand mesh up while it runs.
     """
-    _run(lambda: _stream(socket_path, "monitor"))
+    _run(lambda: _stream(_socket(ctx, socket_path), "monitor"))
 
 
 @main.command()
 @socket_option
-def watch(socket_path: Path) -> None:
+@click.pass_context
+def watch(ctx: click.Context, socket_path: Path | None) -> None:
     """Follow the node's state as JSON events.
 
     Prints a snapshot, then one event per line. Keeps an on-demand mesh up while it runs.
     """
-    _run(lambda: _stream(socket_path, "watch"))
+    _run(lambda: _stream(_socket(ctx, socket_path), "watch"))
+
+
+@main.command()
+@click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
+def keygen(file: Path) -> None:
+    """Write a new random mesh key to FILE (mode 0600; an existing file is never replaced).
+
+    Copy the same file to every node (root-owned, 0600) and start each babblerd with
+    --key-file FILE: nodes without the key are then no neighbours.
+    """
+    from babbler.meshkey import write_new_key
+
+    def go() -> None:
+        try:
+            write_new_key(file)
+        except FileExistsError:
+            raise BabblerError(f"{file} exists; a key is never overwritten") from None
+        click.echo(f"wrote a new mesh key to {file} (mode 0600)")
+
+    _run(go)
 
 
 if __name__ == "__main__":

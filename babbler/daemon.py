@@ -9,6 +9,7 @@ The supervisor reports facts (`_on_fact`); only the daemon publishes to clients.
 
 from __future__ import annotations
 
+import shutil
 import socket
 from collections.abc import Callable
 from typing import Any
@@ -23,19 +24,18 @@ from babbler.config import Config, reloaded
 from babbler.errors import ConfigError, KernelError
 from babbler.fanout import Hub
 from babbler.identity import Identity
+from babbler.links.cost import UNKNOWN_COST, link_cost
 from babbler.links.kernel import Kernel
 from babbler.links.model import Link, Selector, diff, usable_names
 from babbler.log import configure as configure_logging
 from babbler.mesh import Fact, Mesh, MeshHost
+from babbler.meshkey import KEY_ID, MeshKey
 from babbler.nodeid import NodeId
 from babbler.server import PublicSocket
 from babbler.state import Applied
 from babbler.sync import Signal
 
 log = structlog.get_logger("babbler.daemon")
-
-# The header babeld's clients expect before a router id is known.
-UNKNOWN_ID = "00:00:00:00:00:00:00:00"
 
 
 class Daemon:
@@ -45,8 +45,10 @@ class Daemon:
         kernel: Kernel,
         node: NodeId,
         reload_config: Callable[[], Config] | None = None,
+        key: MeshKey | None = None,
     ) -> None:
         self.config = config
+        self.key = key
         self.kernel = kernel
         self.identity = Identity(node, config.state_dir, config.hello_interval)
         self._reload_config = reload_config or (lambda: self.config)
@@ -69,6 +71,7 @@ class Daemon:
         self._refresh_lock = trio.Lock()
         self._published: dict[str, Any] = {}
         self._collision = trio.Event()
+        self._unmatched: list[str] = []
 
     # -- what clients read (requests.View) -----------------------------------------------------
 
@@ -92,14 +95,26 @@ class Daemon:
             "BABEL 1.0",
             f"version babblerd-{__version__}",
             f"host {socket.gethostname()}",
-            f"my-id {self.mesh.my_id or UNKNOWN_ID}",
+            f"my-id {self.my_id}",
             "ok",
         ]
+
+    @property
+    def my_id(self) -> str:
+        """The running (or starting) babeld's router id, else the one the next will use."""
+        return self.mesh.my_id or self.identity.next_router_id
 
     def dump_lines(self) -> list[str]:
         return self.mesh.table.dump_lines()
 
-    def facts(self) -> views.Facts:
+    def babeld_view(self) -> dict[str, Any]:
+        return {
+            **self.mesh.babeld_view(),
+            "my_id": self.my_id,
+            "found": shutil.which(self.config.babeld) is not None,
+        }
+
+    def facts(self, asker: object = None) -> views.Facts:
         node = self.identity.node
         return views.Facts(
             version=__version__,
@@ -108,16 +123,19 @@ class Daemon:
             node_id_persist_error=node.persist_error,
             mode=self.config.mode,
             mesh=self.mesh.state,
-            babeld=self.mesh.babeld_view(),
+            babeld=self.babeld_view(),
             links=self.snapshot,
             selector=self.selector,
             told=frozenset(self.mesh.told),
             table=self.mesh.table,
-            clients=len(self.hub.clients),
+            clients=sum(1 for c in self.hub.clients if c is not asker),
+            costs=self.config.cost,
+            keyed=self.key is not None,
         )
 
-    def status(self) -> dict[str, Any]:
-        return views.status(self.facts())
+    def status(self, asker: object = None) -> dict[str, Any]:
+        """The status object; `clients` counts the connections other than `asker`."""
+        return views.status(self.facts(asker))
 
     # -- facts in, events out ------------------------------------------------------------------
 
@@ -141,19 +159,28 @@ class Daemon:
 
     # -- babeld --------------------------------------------------------------------------------
 
-    def interface_options(self) -> str:
-        return f"hello-interval {self.config.hello_interval:g}"
+    def interface_options(self, name: str) -> str:
+        """The options of babeld's `interface NAME ...` line. Timestamps let babeld measure
+        each neighbour's RTT (shown in status; costs stay as set: max-rtt-penalty is 0)."""
+        link = self.snapshot.get(name)
+        cost = link_cost(link, self.config.cost) if link else UNKNOWN_COST
+        options = f"hello-interval {self.config.hello_interval:g} rxcost {cost}"
+        options += " enable-timestamps true"
+        return options + (f" key {KEY_ID}" if self.key else "")
 
     def _launch(self, first: str) -> Launch:
         config = self.config
         self.identity.new_babeld(config.hello_interval)
+        router_id = self.identity.take_router_id()
         return Launch(
             program=config.babeld,
             files=BabeldFiles.under(config.private_dir, config.state_dir),
-            config_text=babeld_config(config.skip_kernel_setup),
+            settings=babeld_config(config.skip_kernel_setup),
+            key_lines=self.key.babeld_lines() if self.key else "",
+            router_id=router_id,
             node_range=str(self.identity.node_range),
             first_interface=first,
-            interface_options=self.interface_options(),
+            interface_options=self.interface_options(first),
         )
 
     # -- reconcile -----------------------------------------------------------------------------
@@ -188,6 +215,14 @@ class Daemon:
             if change or todo:
                 self.links_changed.notify()
                 self._publish_node()
+            self._warn_unmatched()
+
+    def _warn_unmatched(self) -> None:
+        """Say once, when it becomes true, that an --interface pattern matches no link."""
+        unmatched = views.unmatched_globs(self.facts())
+        if unmatched and unmatched != self._unmatched:
+            log.warning("--interface patterns match no link", patterns=unmatched)
+        self._unmatched = unmatched
 
     async def _follow_collisions(self) -> None:
         """Another node uses our node id: take a new one, re-address, restart babeld."""

@@ -1,12 +1,20 @@
-"""Who this node is: its node id, and the watch for another node using the same one.
+"""Who this node is: its node id, babeld's router ids, and the watch for another node using
+the same node id.
+
+Router ids: babblerd picks a fresh random one for every babeld start (as babeld's own random
+id would be: a persistent one risks babeld's stale-seqno trap after a crash) and writes it
+into babeld's -c file. The id the next babeld will use is known in advance, so the header's
+`my-id` is never zeros. The last KEEP_ROUTER_IDS ids are kept in `<state-dir>/router-ids`:
+announcements of our range under them are our own echoes, never a collision.
 
 The daemon feeds every route change to `observe`; when another router lastingly announces
-our range (collision.py says when that is a collision rather than an echo), the daemon calls
-`reroll`, which takes a new random id and persists it.
+our range (collision.py says when), the daemon calls `reroll`, which takes a new random
+node id and persists it.
 """
 
 from __future__ import annotations
 
+import secrets
 from ipaddress import IPv6Network
 from pathlib import Path
 
@@ -14,10 +22,38 @@ import structlog
 
 from babbler.addressing import format_node_id, node_range, random_node_id
 from babbler.collision import CollisionWatch, hold_time
-from babbler.nodeid import NodeId, write_node_id
+from babbler.nodeid import NodeId, write_node_id, write_state_file
 from babbler.state import VIEWS, Applied
 
 log = structlog.get_logger("babbler.identity")
+
+ROUTER_IDS_FILE = "router-ids"
+# Router ids kept as ours: a restart loop at the back-off's cap takes 8 minutes to use 16,
+# far longer than neighbours keep forwarding an old id's announcements (16 s measured).
+KEEP_ROUTER_IDS = 16
+
+
+def random_router_id() -> str:
+    """Eight random bytes as babeld writes a router id, marked locally administered and
+    unicast (as an EUI-64 that no hardware has)."""
+    raw = bytearray(secrets.token_bytes(8))
+    raw[0] = (raw[0] | 0x02) & ~0x01
+    return ":".join(f"{b:02x}" for b in raw)
+
+
+def read_router_ids(state_dir: Path) -> list[str]:
+    try:
+        lines = (state_dir / ROUTER_IDS_FILE).read_text(encoding="ascii").split()
+    except (OSError, UnicodeDecodeError):
+        return []
+    return [line for line in lines if len(line) == 23 and line.count(":") == 7]
+
+
+def write_router_ids(state_dir: Path, ids: list[str]) -> None:
+    """Keep the ids; a state dir that cannot be written keeps them in memory only."""
+    error = write_state_file(state_dir, ROUTER_IDS_FILE, "".join(f"{i}\n" for i in ids))
+    if error:
+        log.warning("cannot keep router ids", error=error)
 
 
 class Identity:
@@ -25,6 +61,15 @@ class Identity:
         self.node = node
         self._state_dir = state_dir
         self._watch = CollisionWatch(hold_time(hello_interval))
+        self.used_router_ids = read_router_ids(state_dir)[-KEEP_ROUTER_IDS:]
+        self.next_router_id = random_router_id()
+
+    def take_router_id(self) -> str:
+        """The router id for the babeld about to start; remembered as ours."""
+        router_id, self.next_router_id = self.next_router_id, random_router_id()
+        self.used_router_ids = [*self.used_router_ids, router_id][-KEEP_ROUTER_IDS:]
+        write_router_ids(self._state_dir, self.used_router_ids)
+        return router_id
 
     @property
     def node_id(self) -> int:
@@ -47,7 +92,7 @@ class Identity:
         if applied.verb == "flush":
             self._watch.forget(route)
             return None
-        other = self._watch.observe(route, my_id, self.node_range, now)
+        other = self._watch.observe(route, my_id, self.node_range, now, self.used_router_ids)
         if other is not None:
             log.error(
                 "node id collision: another router announces our range",

@@ -12,6 +12,7 @@ import click
 
 from babbler import __version__
 from babbler.client import NotRunning
+from babbler.config import MAX_HELLO_INTERVAL, MIN_HELLO_INTERVAL
 from babbler.ctl import render_status, run_command
 from babbler.lab import TOPOLOGIES, Lab, LabError, farthest
 from babbler.state import is_usable
@@ -78,16 +79,32 @@ def _bring_up(
 
 
 up_options = [
-    click.option("--nodes", default=4, show_default=True, type=click.IntRange(1, 64)),
-    click.option("--topology", default="ring", show_default=True, type=click.Choice(TOPOLOGIES)),
     click.option(
-        "--hello-interval",
-        type=float,
-        default=None,
-        help="babblerd --hello-interval [default: babblerd's]",
+        "--nodes",
+        default=4,
+        show_default=True,
+        type=click.IntRange(1, 64),
+        help="how many nodes (network namespaces)",
     ),
     click.option(
-        "--mode", default="always", show_default=True, type=click.Choice(["always", "on-demand"])
+        "--topology",
+        default="ring",
+        show_default=True,
+        type=click.Choice(TOPOLOGIES),
+        help="how the nodes are wired: n1-n2-...; a ring closes it; a star wires all to n1",
+    ),
+    click.option(
+        "--hello-interval",
+        type=click.FloatRange(MIN_HELLO_INTERVAL, MAX_HELLO_INTERVAL),
+        default=None,
+        help="babblerd --hello-interval in seconds [default: babblerd's]",
+    ),
+    click.option(
+        "--mode",
+        default="always",
+        show_default=True,
+        type=click.Choice(["always", "on-demand"]),
+        help="babblerd --mode on every node",
     ),
 ]
 
@@ -122,6 +139,11 @@ def up(
     wait: float | None,
 ) -> None:
     """Create the namespaces and links and start babblerd on every node."""
+    if mode == "on-demand" and wait:
+        raise click.UsageError(
+            "--wait needs the mesh up, and an on-demand node runs it only while something "
+            "on it subscribes: use --mode always, or run `babblerctl watch` on every node"
+        )
     _need_root()
     _guard(lambda: _bring_up(name, nodes, topology, hello_interval, mode, wait))
 
@@ -161,6 +183,7 @@ def lab_exec(name: str, node: str, command: tuple[str, ...]) -> None:
 
     def go() -> None:
         target = Lab.load(name).node(node)
+        os.environ["BABBLER_SOCKET"] = str(target.socket)  # babblerctl talks to this node
         os.execvp("ip", ["ip", "netns", "exec", target.netns, *command])
 
     _guard(go)
@@ -179,7 +202,8 @@ def down(name: str) -> None:
 @click.pass_obj
 @_with(up_options)
 def demo(name: str, nodes: int, topology: str, hello_interval: float | None, mode: str) -> None:
-    """Up a mesh, show node 1's status, ping the farthest node, tear it all down."""
+    """Up a mesh, show node 1's status, ping the farthest node's node address, tear it all
+    down."""
     _need_root()
 
     def go() -> None:
@@ -195,10 +219,10 @@ def demo(name: str, nodes: int, topology: str, hello_interval: float | None, mod
             click.echo(f"\n$ babblerctl status --socket {first.socket}")
             click.echo(render_status(lab.status(first)))
             far = lab.nodes[farthest(lab) - 1]
-            address = lab.status(far)["addresses"][0]["address"]
+            address = lab.status(far)["node_address"]
             click.echo(
                 f"\n$ babbler-lab exec {first.name} -- ping -c 3 {address}   "
-                f"# {far.name}, the farthest node"
+                f"# {far.name}'s node address (babblerctl ip), the farthest node"
             )
             result = lab.exec(first, "ping", "-6", "-c", "3", "-i", "0.2", address)
             click.echo(result.stdout.rstrip() or result.stderr.rstrip())

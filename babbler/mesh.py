@@ -26,8 +26,9 @@ from babbler.sync import Backoff, Signal
 
 log = structlog.get_logger("babbler.mesh")
 
-# A babeld that ran this long without failing resets the back-off.
-STABLE_PERIOD = 30.0
+# A babeld that ran this long without failing resets the back-off: one that fails at once
+# backs off to 30 s, one that crashes now and then is back within 0.1 s each time.
+STABLE_PERIOD = 5.0
 BACKOFF_INITIAL = 0.1
 BACKOFF_CAP = 30.0
 
@@ -51,7 +52,7 @@ class MeshHost:
     """What the supervisor needs from the daemon, passed in rather than reached for."""
 
     launch: Callable[[str], Launch]  # how to start babeld on this first interface
-    interface_options: Callable[[], str]  # options of an `interface` line
+    interface_options: Callable[[str], str]  # options of this link's `interface` line
     usable_names: Callable[[], set[str]]
     links_changed: Signal
     kernel: Kernel
@@ -67,14 +68,16 @@ class Mesh:
         self.version: str | None = None
         self.restarts = 0
         self.last_error: str | None = None
-        self.told: set[str] = set()  # interfaces babeld has been told about
+        self.told: dict[str, str] = {}  # interface babeld was told about -> its options
         self._running_since: float | None = None
 
     @property
     def my_id(self) -> str | None:
-        """The running babeld's router id, once it has greeted."""
+        """The router id of the babeld that runs or is starting (babblerd picked it)."""
         session = self.session
-        return session.greeting.my_id if session and session.greeting else None
+        if session is None:
+            return None
+        return session.greeting.my_id if session.greeting else session.launch.router_id
 
     def babeld_view(self) -> dict[str, Any]:
         process = self.session.process if self.session else None
@@ -163,7 +166,9 @@ class Mesh:
     async def _follow(self, control: BabeldControl) -> None:
         """babeld accepted `monitor`: keep its interfaces equal to the usable links."""
         self.version = control.greeting.version
-        self.told = {self.session.launch.first_interface} if self.session else set()
+        if self.session is not None:
+            launch = self.session.launch
+            self.told = {launch.first_interface: launch.interface_options}
         self._running_since = trio.current_time()
         self._set_state(RUNNING)
         self.host.report(MESH_CHANGED)
@@ -173,23 +178,33 @@ class Mesh:
             await event.wait()
 
     async def _sync_interfaces(self, control: BabeldControl) -> None:
+        """Tell babeld about new usable links, forget gone ones, and re-tell a link whose
+        options changed (its cost followed a new speed): babeld ignores new options for a
+        known interface, so it is flushed and added again."""
         usable = self.host.usable_names()
         changed = False
-        for name in sorted(usable - self.told):
-            reply = await control.request(f"interface {name} {self.host.interface_options()}")
+        for name in sorted(usable):
+            options = self.host.interface_options(name)
+            if self.told.get(name) == options:
+                continue
+            if name in self.told:
+                await control.request(f"flush interface {name}")
+                del self.told[name]
+                log.info("babeld interface options changed", interface=name, options=options)
+            reply = await control.request(f"interface {name} {options}")
             if reply.ok:
-                self.told.add(name)
+                self.told[name] = options
                 changed = True
-                log.info("babeld interface added", interface=name)
+                log.info("babeld interface added", interface=name, options=options)
             else:
                 log.warning(
                     "babeld refused interface",
                     interface=name,
                     reply=f"{reply.status} {reply.message}".strip(),
                 )
-        for name in sorted(self.told - usable):
+        for name in sorted(self.told.keys() - usable):
             reply = await control.request(f"flush interface {name}")
-            self.told.discard(name)
+            del self.told[name]
             changed = True
             log.info("babeld interface removed", interface=name, reply=reply.status)
         if changed:

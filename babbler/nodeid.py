@@ -22,14 +22,15 @@ class NodeId:
     persist_error: str | None = None  # set when the id could not be written
 
 
-def write_node_id(state_dir: Path, node_id: int) -> str | None:
-    """Atomically write the id file (mode 0600). Returns None, or the reason it failed."""
-    path = state_dir / FILE_NAME
-    tmp = state_dir / f".{FILE_NAME}.tmp"
+def write_state_file(state_dir: Path, name: str, text: str) -> str | None:
+    """Atomically replace `<state_dir>/<name>` (mode 0600, never through a symlink).
+    Returns None, or the reason it failed."""
+    path = state_dir / name
+    tmp = state_dir / f".{name}.tmp"
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         try:
-            os.write(fd, f"{format_node_id(node_id)}\n".encode())
+            os.write(fd, text.encode())
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -37,6 +38,11 @@ def write_node_id(state_dir: Path, node_id: int) -> str | None:
     except OSError as error:
         return f"{path}: {error.strerror or error}"
     return None
+
+
+def write_node_id(state_dir: Path, node_id: int) -> str | None:
+    """Write the id file. Returns None, or the reason it failed."""
+    return write_state_file(state_dir, FILE_NAME, f"{format_node_id(node_id)}\n")
 
 
 def load_node_id(state_dir: Path, override: int | None) -> NodeId:

@@ -15,6 +15,7 @@ NAME = "macOS" if IS_DARWIN else "Linux" if IS_LINUX else sys.platform
 
 DEFAULT_RUN_DIR = Path("/var/run/babbler" if IS_DARWIN else "/run/babbler")
 DEFAULT_STATE_DIR = Path("/var/db/babbler" if IS_DARWIN else "/var/lib/babbler")
+SOCKET_NAME = "babblerd.sock"  # the public socket, in the run directory
 
 
 def supported() -> bool:

@@ -23,7 +23,9 @@ class View(Protocol):
 
     def header(self) -> list[str]: ...
     def dump_lines(self) -> list[str]: ...
-    def status(self) -> dict[str, Any]: ...
+    def status(self, asker: object = None) -> dict[str, Any]:
+        """`clients` counts the connections other than `asker`."""
+        ...
 
 
 Handler = Callable[[Client, Hub, View], None]
@@ -65,7 +67,7 @@ def _unmonitor(client: Client, hub: Hub, view: View) -> None:
 
 
 def _status(client: Client, hub: Hub, view: View) -> None:
-    client.offer(encode_json(view.status()) + "\nok\n")
+    client.offer(encode_json(view.status(client)) + "\nok\n")
 
 
 def _watch(client: Client, hub: Hub, view: View) -> None:
@@ -73,7 +75,7 @@ def _watch(client: Client, hub: Hub, view: View) -> None:
         client.offer("bad already watching\n")
         return
     hub.flush()
-    client.offer(encode_json({"type": "snapshot", "status": view.status()}) + "\n")
+    client.offer(encode_json({"type": "snapshot", "status": view.status(client)}) + "\n")
     client.watch = True
     hub.subscription_changed()
 

@@ -7,12 +7,14 @@ of those into events for what changed; `entry_event` is the event for one table 
 
 from __future__ import annotations
 
+import fnmatch
 from dataclasses import dataclass
 from typing import Any
 
-from babbler.addressing import format_node_id, node_range
+from babbler.addressing import format_node_id, node_address, node_range
+from babbler.links.cost import Overrides, link_cost
 from babbler.links.model import Selector, Snapshot, selected_links
-from babbler.state import VIEWS, Applied, MeshTable
+from babbler.state import INFINITY, VIEWS, Applied, MeshTable
 
 
 @dataclass(frozen=True)
@@ -30,14 +32,18 @@ class Facts:
     selector: Selector
     told: frozenset[str]  # interfaces babeld uses
     table: MeshTable
-    clients: int
+    clients: int  # connections other than the one asking
+    costs: Overrides = ()
+    keyed: bool = False  # a mesh key is configured (never the key itself)
 
 
 def addresses(facts: Facts) -> list[dict[str, str]]:
+    """The link addresses of our range (the node address on loopback is `node_address`)."""
     own = node_range(facts.node_id)
     return [
         {"interface": link.name, "address": str(address)}
         for link in sorted(facts.links.values(), key=lambda ln: ln.name)
+        if not link.is_loopback
         for address in sorted(link.addresses)
         if address in own
     ]
@@ -45,8 +51,25 @@ def addresses(facts: Facts) -> list[dict[str, str]]:
 
 def interfaces(facts: Facts) -> list[dict[str, Any]]:
     return [
-        {"name": link.name, "kind": link.category, "up": link.up, "babel": link.name in facts.told}
+        {
+            "name": link.name,
+            "kind": link.category,
+            "up": link.up,
+            "babel": link.name in facts.told,
+            "speed_mbps": link.speed_mbps,
+            "cost": link_cost(link, facts.costs),
+        }
         for link in selected_links(facts.links, facts.selector)
+    ]
+
+
+def unmatched_globs(facts: Facts) -> list[str]:
+    """`--interface` patterns that match no link at all: most likely a typo."""
+    names = list(facts.links)
+    return [
+        pattern
+        for pattern in facts.selector.interface
+        if not any(fnmatch.fnmatchcase(name, pattern) for name in names)
     ]
 
 
@@ -65,13 +88,21 @@ def status(facts: Facts) -> dict[str, Any]:
         "babeld": facts.babeld,
         "addresses": addresses(facts),
         "interfaces": interfaces(facts),
+        "node_address": str(node_address(facts.node_id)),
         "neighbours": entries(facts.table, "neighbour"),
-        "routes": entries(facts.table, "route"),
+        # A retracted route lingers with metric 65535 for a while: not a live route.
+        "routes": [r for r in entries(facts.table, "route") if not retracted(r)],
         "xroutes": entries(facts.table, "xroute"),
         "clients": facts.clients,
         "node_id_source": facts.node_id_source,
         "node_id_persist_error": facts.node_id_persist_error,
+        "keyed": facts.keyed,
+        "unmatched_globs": unmatched_globs(facts),
     }
+
+
+def retracted(route: dict[str, Any]) -> bool:
+    return route["metric"] is None or route["metric"] >= INFINITY
 
 
 def node_view(facts: Facts) -> dict[str, Any]:

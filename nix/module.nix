@@ -18,6 +18,7 @@ let
     }
     // lib.optionalAttrs (cfg.interfaces != [ ]) { interface = cfg.interfaces; }
     // lib.optionalAttrs (cfg.exclude != [ ]) { exclude = cfg.exclude; }
+    // lib.optionalAttrs (cfg.keyFile != null) { key-file = cfg.keyFile; }
   );
 in
 {
@@ -49,8 +50,15 @@ in
         "on-demand"
         "always"
       ];
-      default = "on-demand";
-      description = "on-demand: the mesh runs while a client monitors or watches; always: from start to stop.";
+      default = "always";
+      description = "always: the mesh runs from start to stop, so nodes reach each other with nothing else running; on-demand: only while a local client monitors or watches (each node needs its own).";
+    };
+
+    keyFile = lib.mkOption {
+      type = lib.types.nullOr lib.types.str;
+      default = null;
+      example = "/etc/babbler/mesh.key";
+      description = "Mesh key file (0600, owned by root or the service user; make one with babblerctl keygen). Only nodes with the same key are neighbours.";
     };
 
     helloInterval = lib.mkOption {

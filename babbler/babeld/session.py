@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import structlog
@@ -46,7 +46,7 @@ SKIP_KERNEL_SETUP = "skip-kernel-setup true\n"
 
 
 def babeld_config(skip_kernel_setup: bool) -> str:
-    """The text of babeld's -c file."""
+    """babeld's settings for the -c file (the launch adds the router id and the key)."""
     return BABELD_CONFIG + (SKIP_KERNEL_SETUP if skip_kernel_setup else "")
 
 
@@ -75,10 +75,21 @@ class Launch:
 
     program: str
     files: BabeldFiles
-    config_text: str
+    settings: str  # babeld_config()
+    router_id: str
     node_range: str
     first_interface: str
     interface_options: str
+    key_lines: str = field(default="", repr=False)  # the mesh key: secret, never logged
+
+    def config_text(self) -> str:
+        """The -c file: settings, the router id babblerd picked, and the key. babeld reads
+        -C lines before this file, so with a key the first interface's line (which names
+        the key) is here, after the key, instead of on the command line."""
+        text = f"{self.settings}router-id {self.router_id}\n{self.key_lines}"
+        if self.key_lines:
+            text += f"interface {self.first_interface} {self.interface_options}\n"
+        return text
 
     def args(self) -> list[str]:
         """The exact command line of DESIGN.md "babeld"."""
@@ -88,9 +99,18 @@ class Launch:
             *("-c", str(f.config), "-G", str(f.socket), "-I", str(f.pid), "-S", str(f.state)),
             *("-C", f"redistribute local ip {self.node_range}", "-C", "redistribute local deny"),
         ]
-        if self.interface_options:
+        if self.interface_options and not self.key_lines:
             args += ["-C", f"interface {self.first_interface} {self.interface_options}"]
         return [*args, self.first_interface]
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write a file only its owner can read (0600), never through a planted symlink."""
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as file:
+        file.write(text)
 
 
 @dataclass(frozen=True)
@@ -138,7 +158,7 @@ class Session:
         flushed = await self._flush_routes()
         if stale or flushed:
             log.warning("cleared babeld leftovers", stale_pid=stale, flushed_routes=flushed)
-        files.config.write_text(self.launch.config_text)
+        write_private(files.config, self.launch.config_text())
         args = self.launch.args()
         log.info("starting babeld", args=args)
         process = BabeldProcess(args)

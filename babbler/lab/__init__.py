@@ -100,8 +100,10 @@ class Lab:
             raise
         return lab
 
-    def add_link(self, a: int, b: int) -> None:
-        netns.add_link(a, self.nodes[a - 1].netns, b, self.nodes[b - 1].netns)
+    def add_link(self, a: int, b: int, prefix: str = "v") -> None:
+        """A veth link between nodes a and b; links of another `prefix` form a second set
+        (the daemons use `v*` only unless started with `--interface PREFIX*`)."""
+        netns.add_link(a, self.nodes[a - 1].netns, b, self.nodes[b - 1].netns, prefix)
 
     def down(self) -> None:
         """Stop every daemon we started, any babeld they left, delete namespaces and files."""

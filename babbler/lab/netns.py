@@ -31,9 +31,9 @@ def add_namespace(netns: str) -> None:
     )
 
 
-def add_link(a: int, netns_a: str, b: int, netns_b: str) -> None:
+def add_link(a: int, netns_a: str, b: int, netns_b: str, prefix: str = "v") -> None:
     """A veth pair v<a>x<b> (in a's namespace) <-> v<b>x<a> (in b's), both up."""
-    here, there = link_name(a, b), link_name(b, a)
+    here, there = link_name(a, b, prefix), link_name(b, a, prefix)
     run(
         *("ip", "link", "add", here, "netns", netns_a),
         *("type", "veth", "peer", "name", there, "netns", netns_b),

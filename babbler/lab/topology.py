@@ -23,8 +23,10 @@ def edges(nodes: int, topology: str) -> list[tuple[int, int]]:
     raise LabError(f"unknown topology {topology!r} (one of {', '.join(TOPOLOGIES)})")
 
 
-def link_name(here: int, there: int) -> str:
-    return f"v{here}x{there}"
+def link_name(here: int, there: int, prefix: str = "v") -> str:
+    """`v1x2` is node 1's end of its link to node 2; another set of links between the same
+    nodes takes another prefix (`s1x2`)."""
+    return f"{prefix}{here}x{there}"
 
 
 def hops_from(links: list[tuple[int, int]], source: int) -> dict[int, int]:

@@ -106,6 +106,25 @@ def address_facts(entries: Iterable[dict[str, Any]]) -> tuple[bool, frozenset[IP
     return link_local, frozenset(addresses)
 
 
+MEDIA_SPEED = re.compile(r"\((\d+(?:\.\d+)?)(G?)base", re.IGNORECASE)
+
+
+def media_speeds(ifconfig_text: str) -> dict[str, int]:
+    """Interface -> Mb/s from `ifconfig`'s `media:` lines ("autoselect (10Gbase-T
+    <full-duplex>)" -> 10000); interfaces whose media names no speed are left out."""
+    speeds: dict[str, int] = {}
+    current = None
+    for line in ifconfig_text.splitlines():
+        if line and not line[0].isspace() and ":" in line:
+            current = line.split(":", 1)[0]
+        elif current and line.strip().startswith("media:"):
+            found = MEDIA_SPEED.search(line)
+            if found:
+                number = float(found.group(1)) * (1000 if found.group(2) else 1)
+                speeds[current] = round(number)
+    return speeds
+
+
 def build_link(
     name: str,
     index: int,
@@ -114,6 +133,7 @@ def build_link(
     bridge_index: int | None,
     up: bool,
     inet6: Iterable[dict[str, Any]],
+    speed_mbps: int | None = None,
 ) -> Link:
     """One macOS interface as the platform-neutral Link the selection rules read."""
     link_local, addresses = address_facts(inet6)
@@ -132,6 +152,7 @@ def build_link(
         up=up,
         link_local=link_local,
         addresses=addresses,
+        speed_mbps=speed_mbps,
     )
 
 
@@ -218,6 +239,7 @@ class DarwinKernel:
             except KernelError:
                 continue  # gone since the listing
             masters.update(dict.fromkeys(members, indexes[bridge]))
+        speeds = media_speeds(await run(["ifconfig"]))
         return {
             name: build_link(
                 name,
@@ -226,6 +248,7 @@ class DarwinKernel:
                 bridge_index=masters.get(name),
                 up=name in up,
                 inet6=self._system.inet6(name),
+                speed_mbps=speeds.get(name),
             )
             for name, index in indexes.items()
         }

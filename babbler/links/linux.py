@@ -55,21 +55,32 @@ RECV_BUFFER = 1 << 20
 SYSFS_NET = Path("/sys/class/net")
 
 
-def _sysfs_facts(name: str) -> tuple[bool, bool, str | None]:
-    """(has a device, is wireless, driver name) from sysfs; all false when sysfs is elsewhere."""
+def _sysfs_facts(name: str) -> tuple[bool, bool, str | None, int | None]:
+    """(has a device, is wireless, driver name, speed in Mb/s) from sysfs; false and None
+    when sysfs is elsewhere."""
     base = SYSFS_NET / name
     has_device = (base / "device").exists()
     wireless = (base / "wireless").exists() or (base / "phy80211").exists()
     driver = None
     with suppress(OSError):
         driver = os.path.basename(os.readlink(base / "device" / "driver"))
-    return has_device, wireless, driver
+    return has_device, wireless, driver, read_speed(base / "speed")
+
+
+def read_speed(path: Path) -> int | None:
+    """A sysfs `speed` file: Mb/s, or None for -1, unknown or unreadable (EINVAL while the
+    link is down)."""
+    try:
+        value = int(path.read_text().strip())
+    except (OSError, ValueError):
+        return None
+    return value if value > 0 else None
 
 
 def _link_from(msg: Any) -> Link:
     info = msg.get_attr("IFLA_LINKINFO")
     name = msg.get_attr("IFLA_IFNAME")
-    has_device, wireless, driver = _sysfs_facts(name)
+    has_device, wireless, driver, speed = _sysfs_facts(name)
     return Link(
         name=name,
         index=msg["index"],
@@ -80,6 +91,7 @@ def _link_from(msg: Any) -> Link:
         driver=driver,
         master=msg.get_attr("IFLA_MASTER") or None,
         up=bool(msg["flags"] & IFF_UP),
+        speed_mbps=speed,
     )
 
 

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from ipaddress import IPv6Address
 
 ARPHRD_ETHER = 1
+ARPHRD_LOOPBACK = 772
+LOOPBACK_NAMES = ("lo", "lo0")  # Linux, macOS
 # Link kinds that are never physical, even when their type is Ethernet.
 VIRTUAL_KINDS = frozenset(
     {
@@ -54,6 +56,11 @@ class Link:
     up: bool = False  # administratively up (IFF_UP)
     link_local: bool = False  # holds a usable (not tentative) fe80::/10 address
     addresses: frozenset[IPv6Address] = field(default_factory=frozenset)  # non-link-local
+    speed_mbps: int | None = None  # as the kernel reports it; None when it does not say
+
+    @property
+    def is_loopback(self) -> bool:
+        return self.arp_type == ARPHRD_LOOPBACK or self.name in LOOPBACK_NAMES
 
     @property
     def is_thunderbolt(self) -> bool:
@@ -140,7 +147,7 @@ class LinkDiff:
         return out
 
 
-_COMPARED = ("index", "up", "link_local", "addresses", "master", "kind", "arp_type")
+_COMPARED = ("index", "up", "link_local", "addresses", "master", "kind", "arp_type", "speed_mbps")
 
 
 def diff(old: Snapshot, new: Snapshot) -> LinkDiff:

@@ -131,6 +131,7 @@ async def running(
     exports = "".join(f"export {k}='{v}'\n" for k, v in env.items())
     wrapper.write_text(f'#!/bin/sh\n{exports}exec {sys.executable} {FAKE} "$@"\n')
     wrapper.chmod(0o755)
+    settings.setdefault("mode", "on-demand")  # idle until a test subscribes or asks for always
     config = replace(
         Config(run_dir=base / "run", state_dir=base / "state", babeld=str(wrapper)),
         interface=("v*",),

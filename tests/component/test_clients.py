@@ -96,3 +96,22 @@ async def test_a_burst_of_connections_with_timeouts_is_accepted() -> None:
             for sock in opened:
                 sock.close()
         assert len(opened) == 500
+
+
+async def test_clients_counts_the_others_not_the_one_asking() -> None:
+    async with running(FakeKernel(veth("v1x2", 2))) as (daemon, _):
+        first = await connect(daemon.config.socket_path)
+        assert json.loads((await first.request("status"))[0])["clients"] == 0
+        second = await connect(daemon.config.socket_path)
+        await eventually(lambda: len(daemon.hub.clients) == 2)
+        assert json.loads((await second.request("status"))[0])["clients"] == 1
+
+
+async def test_a_missing_babeld_shows_in_status_while_idle() -> None:
+    async with running(FakeKernel(veth("v1x2", 2)), babeld="/nonexistent/babeld") as (d, _):
+        client = await connect(d.config.socket_path)
+        status = json.loads((await client.request("status"))[0])
+        assert status["mesh"] == "idle" and status["babeld"]["found"] is False
+    async with running(FakeKernel(veth("v1x2", 2))) as (d, _):
+        client = await connect(d.config.socket_path)
+        assert json.loads((await client.request("status"))[0])["babeld"]["found"] is True

@@ -19,7 +19,9 @@ from tests.component.harness import NODE, alive, connect, eventually, running, v
 from tests.fakes.kernel import FakeKernel
 
 MINE = str(interface_address(NODE.value, 1))
-V1X3_ADDED = f"interface v1x3 hello-interval {DEFAULT_HELLO_INTERVAL:g}"
+V1X3_ADDED = (
+    f"interface v1x3 hello-interval {DEFAULT_HELLO_INTERVAL:g} rxcost 96 enable-timestamps true"
+)
 
 
 async def test_always_mode_runs_babeld_and_serves_its_table() -> None:
@@ -32,7 +34,14 @@ async def test_always_mode_runs_babeld_and_serves_its_table() -> None:
         assert status["node_id"] == "1a2b3c4d5e6f"
         assert status["addresses"] == [{"interface": "v1x2", "address": MINE}]
         assert status["interfaces"] == [
-            {"name": "v1x2", "kind": "other", "up": True, "babel": True}
+            {
+                "name": "v1x2",
+                "kind": "other",
+                "up": True,
+                "babel": True,
+                "speed_mbps": None,
+                "cost": 96,
+            }
         ]
         assert status["routes"][0]["prefix"] == "fde0:20c6:1fa7:ffff:aaaa:bbbb:cccc:1/128"
         assert status["neighbours"][0]["reach"] == "ffff"
@@ -62,7 +71,7 @@ async def test_interfaces_follow_links_and_refusals_are_survived() -> None:
         await eventually(lambda: V1X3_ADDED in fake.requests())
         kernel.remove_link("v1x3")
         await eventually(lambda: "flush interface v1x3" in fake.requests())
-        assert daemon.mesh.told == {"v1x2"}
+        assert set(daemon.mesh.told) == {"v1x2"}
 
 
 @pytest.mark.parametrize("refusal", ["refuse", "refuse-bad"])
@@ -257,7 +266,7 @@ async def test_sighup_reload_applies_the_file_and_a_bad_file_changes_nothing(
     config_file.write_text('interface = ["v*"]\n')
     kernel = FakeKernel(veth("v1x2", 2), veth("v1x3", 3))
     async with running(kernel, mode="always", config=config_file) as (daemon, fake):
-        await eventually(lambda: daemon.mesh.told == {"v1x2", "v1x3"})
+        await eventually(lambda: set(daemon.mesh.told) == {"v1x2", "v1x3"})
         config_file.write_text('interface = ["v*"]\nexclude = ["v1x3"]\nlinger = 7\n')
         await daemon.reload()
         await eventually(lambda: "flush interface v1x3" in fake.requests())

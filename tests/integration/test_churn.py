@@ -27,11 +27,12 @@ MEMORY_SLACK = 16 << 20  # allocator noise, not growth: 200 cycles add nothing m
 
 
 def mesh_addresses_by_link(lab: Lab, node: Node) -> dict[str, list[IPv6Address]]:
+    """Mesh addresses on the node's links (the node address on lo is not a link's)."""
     out: dict[str, list[IPv6Address]] = {}
     for line in lab.exec(node, "ip", "-6", "-o", "addr", "show").stdout.splitlines():
         words = line.split()
         address = IPv6Address(words[3].split("/")[0])
-        if address in MESH_PREFIX:
+        if address in MESH_PREFIX and words[1] != "lo":
             out.setdefault(words[1], []).append(address)
     return out
 

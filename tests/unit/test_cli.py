@@ -93,7 +93,19 @@ def test_render_status_for_people() -> None:
         "clients": 1,
         "babeld": {"pid": 7, "version": "babeld-1.12.1", "restarts": 2, "last_error": "boom"},
         "addresses": [{"interface": "eth1", "address": "fde0:20c6:1fa7:ffff:1a2b:3c4d:5e6f:1"}],
-        "interfaces": [{"name": "eth1", "kind": "ethernet", "up": True, "babel": True}],
+        "interfaces": [
+            {
+                "name": "eth1",
+                "kind": "ethernet",
+                "up": True,
+                "babel": True,
+                "speed_mbps": 10000,
+                "cost": 32,
+            }
+        ],
+        "node_address": "fde0:20c6:1fa7:ffff:1a2b:3c4d:5e6f:0",
+        "keyed": True,
+        "unmatched_globs": ["tb*"],
         "neighbours": [],
         "routes": [
             {
@@ -119,7 +131,9 @@ def test_render_status_for_people() -> None:
     text = render_status(status)
     assert "node 1a2b3c4d5e6f" in text and "mesh running" in text and "restarts 2" in text
     assert "last error: boom" in text
-    assert "eth1  ethernet  up     yes    fde0:20c6:1fa7:ffff:1a2b:3c4d:5e6f:1" in text
+    assert "eth1  ethernet  up     10G    32    yes    fde0:20c6:1fa7:ffff:1a2b:3c4d:5e6f:1" in text
+    assert "address fde0:20c6:1fa7:ffff:1a2b:3c4d:5e6f:0" in text and "keyed" in text
+    assert "--interface tb* matches no link" in text
     assert "neighbours: none" in text
     assert "fde0::1/128  96      fe80::1  eth1" in text
     assert "1 more route not installed" in text
@@ -139,3 +153,53 @@ def test_sd_notify_sends_one_datagram(tmp_path: Path, monkeypatch: pytest.Monkey
         monkeypatch.setenv("NOTIFY_SOCKET", f"@babbler-test-{id(receiver)}")
         assert sdnotify.notify("STOPPING=1")
         assert receiver.recv(100) == b"STOPPING=1"
+
+
+def test_every_option_of_every_command_explains_itself() -> None:
+    import click
+
+    from babbler.cli import main as babblerd
+    from babbler.ctl import main as babblerctl
+    from babbler.lab_cli import main as lab
+
+    silent = []
+
+    def walk(command: click.Command, path: str) -> None:
+        for param in command.params:
+            quiet = isinstance(param, click.Option) and not param.help
+            if quiet and param.name not in ("help", "version"):
+                silent.append(f"{path} --{param.name}")
+        if isinstance(command, click.Group):
+            for name, sub in command.commands.items():
+                walk(sub, f"{path} {name}")
+
+    for command, name in ((babblerd, "babblerd"), (babblerctl, "babblerctl"), (lab, "lab")):
+        walk(command, name)
+    assert silent == []
+
+
+def test_socket_paths_that_cannot_be_a_socket_are_named(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from babbler.ctl import main as babblerctl
+
+    regular = tmp_path / "file"
+    regular.write_text("")
+    long = tmp_path / ("x" * 120)
+    cases = {
+        str(regular): f"{regular} is a regular file, not babblerd's socket",
+        str(tmp_path): f"{tmp_path} is a directory, not babblerd's socket",
+        str(long): "socket path too long",
+        str(tmp_path / "absent"): "babblerd is not running (no socket at",
+    }
+    runner = CliRunner()
+    for path, message in cases.items():
+        for args, env in (
+            (["--socket", path, "status"], {}),  # before the subcommand
+            (["status", "--socket", path], {}),  # after it
+            (["status"], {"BABBLER_SOCKET": path}),
+            ([], {"BABBLER_SOCKET": path}),  # no subcommand: status
+        ):
+            result = runner.invoke(babblerctl, args, env=env)
+            assert result.exit_code == 1, (args, result.output)
+            assert message in result.output, (args, result.output)

@@ -18,7 +18,7 @@ def test_defaults_without_a_file(tmp_path: Path) -> None:
     config = build({}, None) if not Path("/etc/babbler/babblerd.toml").exists() else None
     if config is None:
         pytest.skip("this machine has a real /etc/babbler/babblerd.toml")
-    assert config.mode == "on-demand"
+    assert config.mode == "always"  # DESIGN.md: machines with the service reach each other
     assert config.linger == 5.0
     assert config.hello_interval == DEFAULT_HELLO_INTERVAL
     assert config.socket_path == Path("/run/babbler/babblerd.sock")
@@ -105,4 +105,36 @@ def test_one_table_defines_every_setting_its_flag_and_its_reloadability() -> Non
         "hello-interval",
         "log-level",
         "log-format",
+        "cost",
     }
+
+
+@pytest.mark.parametrize(
+    ("given", "costs"),
+    [
+        ({"cost": ("tb*=16", "en*=128")}, (("tb*", 16), ("en*", 128))),
+        ({}, ()),
+    ],
+)
+def test_cost_flags(tmp_path: Path, given: dict[str, object], costs: object) -> None:
+    assert build(given, write(tmp_path, "")).cost == costs
+
+
+def test_cost_table_in_the_file(tmp_path: Path) -> None:
+    config = build({}, write(tmp_path, '[cost]\n"tb*" = 16\n"en*" = 200\n'))
+    assert config.cost == (("tb*", 16), ("en*", 200))
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (("tb*",), "--cost: expected GLOB=N, got 'tb\\*'"),
+        (("tb*=fast",), "--cost: cost of 'tb\\*' must be a whole number"),
+        (("tb*=0",), "--cost: cost of 'tb\\*' must be 1 to 65534"),
+        (("tb*=65535",), "--cost: cost of 'tb\\*' must be 1 to 65534"),
+        (("a b=3",), "--cost: not an interface name pattern"),
+    ],
+)
+def test_bad_costs_name_the_problem(tmp_path: Path, value: object, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        build({"cost": value}, write(tmp_path, ""))

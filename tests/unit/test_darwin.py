@@ -33,6 +33,7 @@ class FakeMac:
                 DATA / "networksetup-listallhardwareports.txt"
             ).read_text(),
             ("ifconfig", "bridge0"): (DATA / "ifconfig-bridge0.txt").read_text(),
+            ("ifconfig",): (DATA / "ifconfig.txt").read_text(),
             ("netstat", "-rn", "-f", "inet6"): (DATA / "netstat-rn-f-inet6.txt").read_text(),
         }
         self.failures: dict[tuple[str, ...], str] = {}
@@ -173,3 +174,20 @@ async def test_a_route_message_wakes_the_watcher_and_silence_still_rereads(
             start = trio.current_time()
             await kernel.wait_for_change()
             assert trio.current_time() - start >= 0.2  # nothing: the periodic re-read
+
+
+def test_media_lines_give_link_speeds() -> None:
+    speeds = darwin.media_speeds((DATA / "ifconfig.txt").read_text())
+    assert speeds == {"en0": 10000, "en5": 1000, "en6": 100, "en7": 2500}
+
+
+async def test_snapshot_carries_speeds_and_thunderbolt_without_one_counts_as_fast(
+    mac: FakeMac,
+) -> None:
+    from babbler.links.cost import link_cost
+
+    links = await darwin.DarwinKernel(mac.system(), None).snapshot()
+    assert links["en0"].speed_mbps == 10000 and link_cost(links["en0"]) == 32
+    assert links["en5"].speed_mbps == 1000 and link_cost(links["en5"]) == 128
+    assert links["en4"].speed_mbps is None and links["en4"].is_thunderbolt
+    assert link_cost(links["en4"]) == 32

@@ -2,7 +2,7 @@
 
 from ipaddress import IPv6Address
 
-from babbler.addressing import interface_address
+from babbler.addressing import interface_address, node_range
 from babbler.addrplan import IndexBook, plan, wanted_addresses
 from babbler.links.model import AddressChange, Link, Selector, diff, usable_names
 
@@ -108,3 +108,21 @@ def test_numbers_are_kept_for_life_and_adopted_from_a_previous_run() -> None:
         {"v1x2": Link(**{**VETH.__dict__, "index": 42})}, selector, NODE, book, active=True
     )
     assert again == {"v1x2": interface_address(NODE, 1)}
+
+
+def test_loopback_holds_the_node_address_while_active_and_loses_it_after() -> None:
+    node_address = node_range(NODE).network_address
+    snapshot = {"lo": LOOPBACK, "v1x2": VETH}
+    selector, book = Selector(interface=("v*",)), IndexBook()
+    wanted = wanted_addresses(snapshot, selector, NODE, book, active=True)
+    assert wanted == {"lo": node_address, "v1x2": MINE}
+    holding = {"lo": with_addresses(LOOPBACK, node_address), "v1x2": VETH}
+    idle = plan(holding, selector, NODE, wanted_addresses(holding, selector, NODE, book, False))
+    assert idle.remove == (AddressChange("lo", 1, node_address),)
+
+
+def test_a_node_address_of_another_id_is_removed_from_loopback() -> None:
+    old = node_range(0x0A0B0C0D0E0F).network_address  # given up after a collision
+    snapshot = {"lo": with_addresses(LOOPBACK, old)}
+    result = plan(snapshot, Selector(), NODE, {})
+    assert result.remove == (AddressChange("lo", 1, old),)

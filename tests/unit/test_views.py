@@ -14,6 +14,7 @@ from tests.unit.recorded import RECORDED
 NODE = 0x1A2B3C4D5E6F
 MINE = IPv6Address("fde0:20c6:1fa7:ffff:1a2b:3c4d:5e6f:1")
 OTHERS = IPv6Address("fde0:20c6:1fa7:ffff:aaaa:bbbb:cccc:1")
+NODE_ADDRESS = IPv6Address("fde0:20c6:1fa7:ffff:1a2b:3c4d:5e6f:0")
 
 
 def table_of(*texts: str) -> MeshTable:
@@ -42,8 +43,10 @@ def facts(**changes: object) -> views.Facts:
                 up=True,
                 link_local=True,
                 addresses=frozenset({MINE, OTHERS}),
+                speed_mbps=10000,
             ),
             "eth0": Link("eth0", 3, has_device=True, up=True, link_local=True),
+            "lo": Link("lo", 1, arp_type=772, up=True, addresses=frozenset({NODE_ADDRESS})),
         },
         selector=Selector(interface=("v*",)),
         told=frozenset({"v1x2"}),
@@ -58,7 +61,18 @@ def test_status_has_every_contract_key_and_only_our_addresses() -> None:
     assert status["node_id"] == "1a2b3c4d5e6f"
     assert status["range"] == "fde0:20c6:1fa7:ffff:1a2b:3c4d:5e6f:0/112"
     assert status["addresses"] == [{"interface": "v1x2", "address": str(MINE)}]
-    assert status["interfaces"] == [{"name": "v1x2", "kind": "other", "up": True, "babel": True}]
+    assert status["interfaces"] == [
+        {
+            "name": "v1x2",
+            "kind": "other",
+            "up": True,
+            "babel": True,
+            "speed_mbps": 10000,
+            "cost": 32,
+        }
+    ]
+    assert status["node_address"] == "fde0:20c6:1fa7:ffff:1a2b:3c4d:5e6f:0"
+    assert status["keyed"] is False and status["unmatched_globs"] == []
     assert [r["prefix"] for r in status["routes"]] == ["fde0:20c6:1fa7:ffff:2::1/128"]
     assert status["neighbours"][0]["rtt"] == 0.12  # the later `change` line won
     assert status["clients"] == 2 and status["mode"] == "always" and status["mesh"] == "running"
@@ -92,3 +106,19 @@ def test_entry_events_only_for_real_changes() -> None:
     gone = table.apply(replace(add, verb="flush"))
     assert gone is not None
     assert views.entry_event(gone) == {**event, "action": "flush"}
+
+
+def test_retracted_routes_are_not_listed_as_live() -> None:
+    retracted = RECORDED[4].replace("metric 96", "metric 65535")
+    status = views.status(facts(table=table_of(retracted)))
+    assert status["routes"] == []
+    assert len(facts(table=table_of(retracted)).table.entries("route")) == 1  # dump keeps it
+
+
+def test_costs_follow_overrides_and_unmatched_patterns_are_named() -> None:
+    status = views.status(
+        facts(costs=(("v1*", 200),), selector=Selector(interface=("v*", "tb*")), keyed=True)
+    )
+    assert status["interfaces"][0]["cost"] == 200
+    assert status["unmatched_globs"] == ["tb*"]
+    assert status["keyed"] is True
