@@ -71,7 +71,11 @@ class Connection:
             self._sock.close()
             raise NotRunning(f"babblerd did not accept within {timeout:g} s ({path})") from None
         self._file = self._sock.makefile("r", encoding="utf-8", newline="\n")
-        self.header = self._read_until_status()
+        try:
+            self.header = self._read_until_status()
+        except BaseException:  # refused ("no too many clients") or gone: nothing leaks
+            self.close()
+            raise
 
     def _connect(self, timeout: float | None) -> None:
         """connect(), waiting while the daemon's accept queue is full. A Unix socket with a

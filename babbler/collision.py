@@ -67,5 +67,24 @@ class CollisionWatch:
             return None
         return str(other)
 
+    def deadline(self, my_id: str | None) -> float | None:
+        """When the earliest candidate this node would move for has been held long enough;
+        None when there is none. babeld does not repeat an unchanged route (and babblerd
+        drops repeats anyway), so the daemon waits for this time instead of another line."""
+        times = [
+            first + self.hold
+            for (_, other), first in self._first_seen.items()
+            if my_id is None or my_id >= other
+        ]
+        return min(times, default=None)
+
+    def due(self, my_id: str | None, now: float) -> str | None:
+        """The other router id once a candidate has been held `hold` seconds and this node
+        is the one to move (its router id is the larger), else None."""
+        for (_, other), first in self._first_seen.items():
+            if now - first >= self.hold and (my_id is None or my_id >= other):
+                return other
+        return None
+
     def forget(self, route: dict[str, Any]) -> None:
         self._first_seen.pop((str(route["prefix"]), route["router_id"] or ""), None)

@@ -9,6 +9,7 @@ The supervisor reports facts (`_on_fact`); only the daemon publishes to clients.
 
 from __future__ import annotations
 
+import math
 import shutil
 import socket
 from collections.abc import Callable
@@ -70,7 +71,7 @@ class Daemon:
         )
         self._refresh_lock = trio.Lock()
         self._published: dict[str, Any] = {}
-        self._collision = trio.Event()
+        self._collision_check = trio.Event()
         self._unmatched: list[str] = []
 
     # -- what clients read (requests.View) -----------------------------------------------------
@@ -147,8 +148,9 @@ class Daemon:
         event = views.entry_event(fact)
         if event is not None:
             self.hub.publish_event(event)
-        if self.identity.observe(fact, self.mesh.my_id, trio.current_time()) is not None:
-            self._collision.set()
+        if fact.entry.kind == "route":
+            self.identity.observe(fact, self.mesh.my_id, trio.current_time())
+            self._collision_check.set()  # a candidate's hold may start or end
 
     def _publish_node(self) -> None:
         """Send `watch` clients the node-level facts that changed."""
@@ -225,10 +227,16 @@ class Daemon:
         self._unmatched = unmatched
 
     async def _follow_collisions(self) -> None:
-        """Another node uses our node id: take a new one, re-address, restart babeld."""
+        """Another node uses our node id: take a new one, re-address, restart babeld.
+        Sleeps until a candidate announcement has been held long enough (or the table
+        changes), so a lasting announcement counts although babeld does not repeat it."""
         while True:
-            await self._collision.wait()
-            self._collision = trio.Event()
+            deadline = self.identity.collision_deadline(self.mesh.my_id)
+            with trio.move_on_at(math.inf if deadline is None else deadline):
+                await self._collision_check.wait()
+            self._collision_check = trio.Event()
+            if not self.identity.collision_due(self.mesh.my_id, trio.current_time()):
+                continue
             self.identity.reroll()
             self.book.forget_all()
             self.mesh.restart_babeld("node id changed")

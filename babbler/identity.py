@@ -83,25 +83,31 @@ class Identity:
         """A new babeld session: what the old one saw says nothing any more."""
         self._watch = CollisionWatch(hold_time(hello_interval))
 
-    def observe(self, applied: Applied, my_id: str | None, now: float) -> str | None:
-        """Feed one applied table entry. Returns the other router's id when another node
-        lastingly announces our range and this node is the one that should move."""
+    def observe(self, applied: Applied, my_id: str | None, now: float) -> None:
+        """Feed one applied table entry: a route into our range from a router id that is
+        not ours starts (or keeps) a candidate; `collision_due` says when it has lasted."""
         if applied.entry.kind != "route":
-            return None
+            return
         route = VIEWS["route"](applied.entry)
         if applied.verb == "flush":
             self._watch.forget(route)
-            return None
-        other = self._watch.observe(route, my_id, self.node_range, now, self.used_router_ids)
+            return
+        self._watch.observe(route, my_id, self.node_range, now, self.used_router_ids)
+
+    def collision_deadline(self, my_id: str | None) -> float | None:
+        """When a lasting announcement of our range by another router would be due."""
+        return self._watch.deadline(my_id)
+
+    def collision_due(self, my_id: str | None, now: float) -> bool:
+        other = self._watch.due(my_id, now)
         if other is not None:
             log.error(
                 "node id collision: another router announces our range",
-                prefix=route["prefix"],
                 router_id=other,
                 my_id=my_id,
             )
             self._watch.reset()
-        return other
+        return other is not None
 
     def reroll(self) -> None:
         """Take a new random node id and persist it (a failure to persist is kept in

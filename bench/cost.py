@@ -20,37 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import common
+from common import counters, rate, rss_mb
 
 from babbler.client import Connection, NotRunning
 from babbler.lab import Lab, Node
-
-TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def counters(pid: int) -> tuple[int, float]:
-    """(context switches of every thread, CPU seconds) of a process so far."""
-    switches = 0
-    for task in os.listdir(f"/proc/{pid}/task"):
-        for line in Path(f"/proc/{pid}/task/{task}/status").read_text().splitlines():
-            if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")):
-                switches += int(line.split()[1])
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    cpu = (int(fields[11]) + int(fields[12])) / TICKS  # utime, stime
-    return switches, cpu
-
-
-def rate(pid: int, seconds: float) -> dict[str, float]:
-    s0, c0 = counters(pid)
-    time.sleep(seconds)
-    s1, c1 = counters(pid)
-    return {"wakeups_per_s": (s1 - s0) / seconds, "cpu_percent": 100 * (c1 - c0) / seconds}
-
-
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def hold(path: Path, count: int, request: bytes | None) -> list[socket.socket]:

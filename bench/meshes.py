@@ -98,6 +98,10 @@ class Mesh:
             process.wait()
         self.addresses.pop(node.index, None)
 
+    def babeld_pids(self) -> dict[int, int]:
+        """Node index -> pid of its babeld (the babeld-alone modes)."""
+        return {index: process.pid for index, process in self._babelds.items()}
+
     def stop(self) -> None:
         for process in self._babelds.values():
             process.terminate()

@@ -20,6 +20,7 @@ import trio
 from babbler.babeld.protocol import (
     GreetingLine,
     ProtocolError,
+    RepeatFilter,
     StatusLine,
     TableLine,
     parse_line,
@@ -58,6 +59,8 @@ class BabeldControl:
         self._send_lock = trio.Lock()
         self.greeting = Greeting()
         self.closed = False
+        self.lines_in = 0  # table and status lines read after the greeting
+        self.repeats = 0  # identical table lines dropped at the door
 
     async def _next_line(self) -> str:
         raw = await self._reader.readline()
@@ -89,10 +92,16 @@ class BabeldControl:
 
     async def read_forever(self, on_line: Callable[[TableLine], None]) -> None:
         """Read until babeld closes: table lines to `on_line`, status lines to requests.
-        Raises BabeldError when the connection ends or babeld speaks out of turn."""
+        Raises BabeldError when the connection ends or babeld speaks out of turn. A line
+        identical to the last one for the same entry is dropped before it is parsed."""
+        repeats = RepeatFilter()
         try:
             while True:
                 text = await self._next_line()
+                self.lines_in += 1
+                if repeats.is_repeat(text):
+                    self.repeats += 1
+                    continue
                 try:
                     line = parse_line(text)
                 except ProtocolError as error:

@@ -87,3 +87,28 @@ def parse_line(text: str) -> Line:
         fields = tuple(zip(rest[0::2], rest[1::2], strict=True))
         return TableLine(head, words[1], words[2], fields)
     raise ProtocolError(f"unknown line: {text[:80]!r}")
+
+
+class RepeatFilter:
+    """babeld repeats identical `change` lines on every update (measured: 5,736 of 5,870
+    `monitor` lines in 10 s on a node of a 16-node ring, BABELD.md). `is_repeat` says, from
+    the raw text alone and before any parsing, whether a table line is identical to the last
+    one for the same entry (kind, handle), so nothing downstream pays for it."""
+
+    def __init__(self) -> None:
+        self._last: dict[str, str] = {}  # "kind handle" -> the rest of its last line
+
+    def is_repeat(self, text: str) -> bool:
+        verb, _, rest = text.partition(" ")
+        if verb not in VERBS:
+            return False
+        kind, _, rest = rest.partition(" ")
+        handle, _, body = rest.partition(" ")
+        key = f"{kind} {handle}"
+        if verb == "flush":
+            self._last.pop(key, None)
+            return False
+        if self._last.get(key) == body:
+            return True
+        self._last[key] = body
+        return False

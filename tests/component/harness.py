@@ -120,7 +120,11 @@ async def connect(path: Path, read_header: bool = True) -> Client:
 
 @asynccontextmanager
 async def running(
-    kernel: FakeKernel, fake_mode: str = "normal", chatter: str | None = None, **settings: Any
+    kernel: FakeKernel,
+    fake_mode: str = "normal",
+    chatter: str | None = None,
+    real_changes: bool = False,
+    **settings: Any,
 ) -> AsyncIterator[tuple[Daemon, Fake]]:
     base = Path(tempfile.mkdtemp(prefix="bbc", dir="/tmp"))  # short: socket paths < 108 bytes
     fake = Fake(base)
@@ -128,6 +132,8 @@ async def running(
     env = {"FAKE_BABELD_MODE": fake_mode, "FAKE_BABELD_LOG": str(fake.log)}
     if chatter:
         env["FAKE_BABELD_CHATTER"] = chatter
+    if real_changes:  # every chatter line a real change (a sequence number as its rtt)
+        env["FAKE_BABELD_STAMP"] = str(base / "stamps")
     exports = "".join(f"export {k}='{v}'\n" for k, v in env.items())
     wrapper.write_text(f'#!/bin/sh\n{exports}exec {sys.executable} {FAKE} "$@"\n')
     wrapper.chmod(0o755)

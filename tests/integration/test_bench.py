@@ -29,7 +29,7 @@ def run(script: str, *args: str) -> subprocess.CompletedProcess[str]:
 @pytest.fixture(scope="module")
 def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("results")
-    for name in ("convergence", "latency", "reaction", "cost"):
+    for name in ("convergence", "latency", "reaction", "cost", "scale"):
         printed = run(f"{name}.py", "--quick", "--out", str(out / f"{name}.json")).stdout
         assert "wrote" in printed and "---" in printed  # a table, then the file
     return out
@@ -61,6 +61,14 @@ def test_cost_writes_each_measure(results: Path) -> None:
     data = load(results, "cost")
     for key in ("exec_to_served_s", "idle_on_demand", "rss_idle_mb", "rss_1000_clients_mb"):
         assert key in data, key
+
+
+def test_scale_writes_babblerd_next_to_babeld(results: Path) -> None:
+    rows = load(results, "scale")["results"]
+    by_mode = {row["mode"]: row for row in rows}  # type: ignore[attr-defined]
+    assert set(by_mode) == {"babeld-same-hello", "babbler"}
+    assert by_mode["babbler"]["nodes"] == 4 and by_mode["babbler"]["babblerd_cpu_percent"] >= 0
+    assert by_mode["babeld-same-hello"]["reachable_s"] > 0
 
 
 def test_plot_draws_an_svg_from_the_results(results: Path, tmp_path: Path) -> None:

@@ -50,3 +50,18 @@ def test_echoes_that_go_unreachable_and_other_ranges_are_not_collisions() -> Non
     assert watch.observe(route("x", prefix=elsewhere), MINE, OWN, now=0) is None
     assert watch.observe(route("x", prefix=elsewhere), MINE, OWN, now=99) is None
     assert watch.observe(route(MINE), MINE, OWN, now=99) is None
+
+
+def test_a_candidate_held_long_enough_is_due_without_another_line() -> None:
+    # babeld does not repeat an unchanged route (and babblerd drops repeats): the daemon
+    # wakes at `deadline` and asks `due`, instead of waiting for the route again.
+    watch = CollisionWatch(hold=5)
+    other = "02:00:00:00:00:00:00:0a"
+    assert watch.deadline(MINE) is None
+    watch.observe(route(other), MINE, OWN, now=100)
+    assert watch.deadline(MINE) == 105
+    assert watch.due(MINE, now=104.9) is None
+    assert watch.due(MINE, now=105) == other
+    assert watch.deadline("02:00:00:00:00:00:00:09") is None  # the other one moves, not us
+    watch.forget(route(other))
+    assert watch.due(MINE, now=200) is None and watch.deadline(MINE) is None

@@ -100,3 +100,27 @@ def test_line_reader_reassembles_any_chunking(lines: list[bytes], cuts: list[int
     got = trio.run(read_all)
     want = [TOO_LONG if len(line) > 32 else line.rstrip(b"\r") for line in lines]
     assert got == want
+
+
+@BUDGET
+@given(st.lists(st.one_of(babeld_like, st.sampled_from(RECORDED)), max_size=40))
+def test_dropping_repeats_at_the_door_changes_no_table_and_no_real_change(
+    texts: list[str],
+) -> None:
+    """What babblerd drops before parsing is exactly what the table would have found
+    identical: the table and every real (watch) change come out the same."""
+    from babbler.babeld.protocol import RepeatFilter
+
+    def feed(lines: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
+        table, real = MeshTable(), []
+        for text in lines:
+            try:
+                line = parse_line(text)
+            except ProtocolError:
+                continue
+            if isinstance(line, TableLine) and (applied := table.apply(line)) and applied.real:
+                real.append((applied.verb, applied.line))
+        return table.dump_lines(), real
+
+    door = RepeatFilter()
+    assert feed([t for t in texts if not door.is_repeat(t)]) == feed(texts)

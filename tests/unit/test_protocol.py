@@ -42,3 +42,22 @@ def test_greeting_and_status_lines() -> None:
 def test_malformed_lines_raise(text: str) -> None:
     with pytest.raises(ProtocolError):
         parse_line(text)
+
+
+def test_repeats_are_told_from_the_raw_text_per_entry() -> None:
+    from babbler.babeld.protocol import RepeatFilter
+
+    repeats = RepeatFilter()
+    neighbour = RECORDED[2]  # a `change neighbour` line
+    assert not repeats.is_repeat(neighbour)
+    assert repeats.is_repeat(neighbour)  # babeld's identical repeat
+    assert repeats.is_repeat(neighbour.replace("change", "add", 1))  # same entry, same body
+    changed = neighbour.replace("reach ffff", "reach fffe")
+    assert not repeats.is_repeat(changed)  # a real change passes
+    other = neighbour.replace("561fe7d982e0", "561fe7d982e1")
+    assert not repeats.is_repeat(other)  # another entry has its own last line
+    flush = "flush " + changed.split(" ", 1)[1]
+    assert not repeats.is_repeat(flush)
+    assert not repeats.is_repeat(changed)  # after a flush the entry starts anew
+    for line in ("ok", "no", "bad", "BABEL 1.0", "my-id 02:00:00:00:00:00:00:01"):
+        assert not repeats.is_repeat(line) and not repeats.is_repeat(line)
