@@ -137,8 +137,13 @@ class Connection:
             yield self.readline()
 
 
-def status(path: Path, timeout: float = 10.0) -> dict[str, Any]:
+def ask(path: Path, request: str, timeout: float = 10.0) -> Any:
+    """One request whose answer is one JSON line (`status`, `stats`), parsed."""
     with Connection(path, timeout) as conn:
-        lines = conn.request("status")
-    value: dict[str, Any] = json.loads(lines[0])
+        lines = conn.request(request)
+    return json.loads(lines[0])
+
+
+def status(path: Path, timeout: float = 10.0) -> dict[str, Any]:
+    value: dict[str, Any] = ask(path, "status", timeout)
     return value

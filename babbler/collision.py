@@ -29,6 +29,11 @@ def hold_time(hello_interval: float) -> float:
     return max(MIN_HOLD, HOLD_HELLOS * hello_interval)
 
 
+def moves(my_id: str | None, other: str) -> bool:
+    """Both nodes see a collision; the one with the larger router id moves."""
+    return my_id is None or my_id >= other
+
+
 @dataclass
 class CollisionWatch:
     hold: float
@@ -62,29 +67,26 @@ class CollisionWatch:
         first = self._first_seen.setdefault(key, now)
         if now - first < self.hold:
             return None
-        # Both nodes see the collision; the one with the larger router id moves.
-        if my_id is not None and my_id < other:
-            return None
-        return str(other)
+        return str(other) if moves(my_id, other) else None
 
     def deadline(self, my_id: str | None) -> float | None:
         """When the earliest candidate this node would move for has been held long enough;
         None when there is none. babeld does not repeat an unchanged route (and babblerd
         drops repeats anyway), so the daemon waits for this time instead of another line."""
-        times = [
-            first + self.hold
-            for (_, other), first in self._first_seen.items()
-            if my_id is None or my_id >= other
-        ]
+        times = [first + self.hold for other, first in self._ours_to_move(my_id)]
         return min(times, default=None)
 
     def due(self, my_id: str | None, now: float) -> str | None:
         """The other router id once a candidate has been held `hold` seconds and this node
         is the one to move (its router id is the larger), else None."""
-        for (_, other), first in self._first_seen.items():
-            if now - first >= self.hold and (my_id is None or my_id >= other):
+        for other, first in self._ours_to_move(my_id):
+            if now - first >= self.hold:
                 return other
         return None
+
+    def _ours_to_move(self, my_id: str | None) -> list[tuple[str, float]]:
+        """(other router id, first seen) of the candidates this node would move for."""
+        return [(o, first) for (_, o), first in self._first_seen.items() if moves(my_id, o)]
 
     def forget(self, route: dict[str, Any]) -> None:
         self._first_seen.pop((str(route["prefix"]), route["router_id"] or ""), None)

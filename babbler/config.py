@@ -296,9 +296,10 @@ def _checked(raw_values: Mapping[str, Any], where: str) -> dict[str, Any]:
     out = {}
     for key, raw in raw_values.items():
         try:
-            out[BY_KEY[key].attr if key in BY_KEY else key] = validate(key, raw)
+            value = validate(key, raw)  # raises for an unknown key
         except ConfigError as error:
             raise ConfigError(f"{where}{error}") from None
+        out[BY_KEY[key].attr] = value
     return out
 
 

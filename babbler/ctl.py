@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from babbler import __version__
-from babbler.client import Connection
+from babbler.client import Connection, ask
 from babbler.errors import BabblerError
 from babbler.platform import DEFAULT_RUN_DIR, SOCKET_NAME
 
@@ -161,9 +161,8 @@ def main(ctx: click.Context, socket_path: Path | None) -> None:
 
 
 def _ask(ctx: click.Context, socket_path: Path | None, request: str) -> Any:
-    """One request's first data line, parsed as JSON."""
-    with Connection(_socket(ctx, socket_path)) as conn:
-        return json.loads(conn.request(request)[0])
+    """One request's JSON answer, from the socket this command was given."""
+    return ask(_socket(ctx, socket_path), request)
 
 
 @main.command()

@@ -221,7 +221,7 @@ class Daemon:
 
     def _warn_unmatched(self) -> None:
         """Say once, when it becomes true, that an --interface pattern matches no link."""
-        unmatched = views.unmatched_globs(self.facts())
+        unmatched = views.unmatched_globs(self.snapshot, self.selector)
         if unmatched and unmatched != self._unmatched:
             log.warning("--interface patterns match no link", patterns=unmatched)
         self._unmatched = unmatched

@@ -80,12 +80,12 @@ class Mesh:
         return session.greeting.my_id if session.greeting else session.launch.router_id
 
     def babeld_view(self) -> dict[str, Any]:
+        """babeld's part of `status`; the daemon adds `my_id` (it knows the next one too)."""
         process = self.session.process if self.session else None
         return {
             "pid": process.pid if process and process.returncode is None else None,
             "version": self.version,
             "restarts": self.restarts,
-            "my_id": self.my_id,
             "last_error": self.last_error,
         }
 

@@ -63,13 +63,12 @@ def interfaces(facts: Facts) -> list[dict[str, Any]]:
     ]
 
 
-def unmatched_globs(facts: Facts) -> list[str]:
+def unmatched_globs(links: Snapshot, selector: Selector) -> list[str]:
     """`--interface` patterns that match no link at all: most likely a typo."""
-    names = list(facts.links)
     return [
         pattern
-        for pattern in facts.selector.interface
-        if not any(fnmatch.fnmatchcase(name, pattern) for name in names)
+        for pattern in selector.interface
+        if not any(fnmatch.fnmatchcase(name, pattern) for name in links)
     ]
 
 
@@ -97,7 +96,7 @@ def status(facts: Facts) -> dict[str, Any]:
         "node_id_source": facts.node_id_source,
         "node_id_persist_error": facts.node_id_persist_error,
         "keyed": facts.keyed,
-        "unmatched_globs": unmatched_globs(facts),
+        "unmatched_globs": unmatched_globs(facts.links, facts.selector),
     }
 
 
