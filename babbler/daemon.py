@@ -108,6 +108,10 @@ class Daemon:
     def dump_lines(self) -> list[str]:
         return self.mesh.table.dump_lines()
 
+    def counters(self) -> dict[str, int]:
+        counts = self.mesh.line_counts
+        return {"babeld_lines_in": counts.lines_in, "babeld_repeats": counts.repeats}
+
     def babeld_view(self) -> dict[str, Any]:
         return {
             **self.mesh.babeld_view(),

@@ -121,6 +121,7 @@ class Hub:
         self._on_change = on_subscribers_changed
         self._pending: list[tuple[bool, str]] = []  # (is a watch event, text with newline)
         self._wake = trio.Event()
+        self.items_out = 0  # live lines and events queued to clients, one per client each
 
     @property
     def subscribers(self) -> int:
@@ -160,6 +161,8 @@ class Hub:
         lines = "".join(text for is_event, text in pending if not is_event)
         events = "".join(text for is_event, text in pending if is_event)
         both = "".join(text for _, text in pending)
+        event_count = sum(1 for is_event, _ in pending if is_event)
+        line_count = len(pending) - event_count
         for client in list(self.clients):
             text = (
                 both
@@ -168,6 +171,7 @@ class Hub:
             )
             if text:
                 client.offer(text)
+                self.items_out += line_count * client.monitor + event_count * client.watch
 
     async def run(self) -> None:
         while True:

@@ -2,10 +2,14 @@
 
 A line longer than the cap is not kept: its bytes are dropped up to the next newline and the
 reader yields `TOO_LONG` once in its place, so memory stays bounded whatever a peer sends.
+Lines are split a received chunk at a time: `readlines` hands over every complete line of a
+chunk at once (babeld writes its lines in bursts, so one wake-up carries many).
 """
 
 from __future__ import annotations
 
+import collections
+import os
 from typing import Final
 
 import trio
@@ -18,31 +22,80 @@ class LineReader:
     def __init__(self, stream: trio.abc.ReceiveStream, max_line: int) -> None:
         self._stream = stream
         self._max = max_line
-        self._buffer = bytearray()
-        self._discarding = False
+        self._partial = b""  # the start of a line whose newline has not come yet
+        self._ready: collections.deque[bytes] = collections.deque()
+        self._discarding = False  # dropping an over-long line's bytes up to its newline
         self._eof = False
 
     async def readline(self) -> bytes | None:
         """The next line without its newline (and without a trailing CR), `TOO_LONG`, or None
         at end of stream (a partial last line is dropped)."""
-        while True:
-            newline = self._buffer.find(b"\n")
-            if newline >= 0:
-                line = bytes(self._buffer[:newline])
-                del self._buffer[: newline + 1]
-                if self._discarding:
-                    self._discarding = False
-                    return TOO_LONG
-                if len(line) > self._max:
-                    return TOO_LONG
-                return line.removesuffix(b"\r")
-            if self._discarding or len(self._buffer) > self._max:
-                self._discarding = True
-                self._buffer.clear()
-            if self._eof:
-                return None
+        if not self._ready and not await self._fill():
+            return None
+        return self._ready.popleft()
+
+    async def readlines(self) -> list[bytes] | None:
+        """Every complete line received so far (at least one; each as `readline` gives it),
+        or None at end of stream."""
+        if not self._ready and not await self._fill():
+            return None
+        lines = list(self._ready)
+        self._ready.clear()
+        return lines
+
+    async def _fill(self) -> bool:
+        """Receive until at least one line is complete; False at end of stream."""
+        while not self._eof:
             data = await self._stream.receive_some(CHUNK)
             if not data:
                 self._eof = True
+                break
+            # bytes(b) of a bytes object is that object: no copy in the usual case.
+            data = self._partial + data if self._partial else bytes(data)
+            lines = data.split(b"\n")
+            self._partial = lines.pop()
+            if lines and self._discarding:  # the first line's start was dropped
+                self._discarding = False
+                lines[0] = TOO_LONG
+            if len(self._partial) > self._max:
+                self._discarding = True
+                self._partial = b""
+            if not lines:
                 continue
-            self._buffer += data
+            if b"\r" in data or max(map(len, lines)) > self._max:
+                lines = [self._clean(line) for line in lines]
+            self._ready.extend(lines)
+            return True
+        return False
+
+    def _clean(self, line: bytes) -> bytes:
+        if line is TOO_LONG or len(line) > self._max:
+            return TOO_LONG
+        return line.removesuffix(b"\r")
+
+
+class SocketReader(trio.abc.ReceiveStream):
+    """`receive_some` on a connected trio socket with one read per wake-up.
+
+    trio's SocketStream tries a read first and waits only when it would block, so a reader
+    that keeps up pays a failed read on every wake-up. This waits first and then reads once
+    (measured on babeld's control socket, where bursts arrive ~30 times a second: one
+    system call in three saved, and the layers of SocketStream). Only for reading: writes
+    still go through the SocketStream that owns the socket.
+    """
+
+    def __init__(self, sock: trio.socket.SocketType) -> None:
+        self._sock = sock
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+        while True:
+            await trio.lowlevel.wait_readable(self._sock)
+            try:
+                return os.read(self._sock.fileno(), max_bytes or CHUNK)
+            except BlockingIOError:
+                continue
+            except OSError as error:
+                raise trio.BrokenResourceError(str(error)) from error
+
+    async def aclose(self) -> None:
+        pass  # the SocketStream that owns the socket closes it

@@ -16,7 +16,7 @@ from typing import Any
 import structlog
 import trio
 
-from babbler.babeld.control import BabeldControl
+from babbler.babeld.control import BabeldControl, LineCounts
 from babbler.babeld.protocol import TableLine
 from babbler.babeld.session import Ended, Launch, Session
 from babbler.errors import BabblerError
@@ -70,6 +70,7 @@ class Mesh:
         self.last_error: str | None = None
         self.told: dict[str, str] = {}  # interface babeld was told about -> its options
         self._running_since: float | None = None
+        self.line_counts = LineCounts()  # over every babeld this daemon ran
 
     @property
     def my_id(self) -> str | None:
@@ -136,7 +137,9 @@ class Mesh:
             self._set_state(IDLE)
 
     async def _one_session(self, first: str) -> Ended:
-        session = Session(self.host.launch(first), self.host.kernel.flush_babel_routes)
+        session = Session(
+            self.host.launch(first), self.host.kernel.flush_babel_routes, self.line_counts
+        )
         self.session = session
         try:
             return await session.run(

@@ -23,6 +23,10 @@ class View(Protocol):
 
     def header(self) -> list[str]: ...
     def dump_lines(self) -> list[str]: ...
+    def counters(self) -> dict[str, int]:
+        """babeld's lines in (and repeats dropped), over the daemon's life."""
+        ...
+
     def status(self, asker: object = None) -> dict[str, Any]:
         """`clients` counts the connections other than `asker`."""
         ...
@@ -81,7 +85,8 @@ def _watch(client: Client, hub: Hub, view: View) -> None:
 
 
 def _stats(client: Client, hub: Hub, view: View) -> None:
-    client.offer(encode_json(process_stats(len(hub.clients))) + "\nok\n")
+    stats = {**process_stats(len(hub.clients)), **view.counters(), "items_out": hub.items_out}
+    client.offer(encode_json(stats) + "\nok\n")
 
 
 def _help(client: Client, hub: Hub, view: View) -> None:
@@ -106,7 +111,9 @@ REQUESTS: dict[str, Request] = {
         "one JSON snapshot line, then one JSON event per line, live", _watch, ends="stream"
     ),
     "stats": Request(
-        "one JSON object on the daemon process (tasks, open fds, memory), then ok", _stats
+        "one JSON object on the daemon process (tasks, open fds, memory, lines in and out),"
+        " then ok",
+        _stats,
     ),
     "help": Request("this list, then ok", _help),
     "quit": Request("close the connection", _quit, ends="close"),

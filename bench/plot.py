@@ -1,5 +1,5 @@
-"""One picture from the results: event latency per reader, and convergence per scenario and
-mode, both on log scales. Plain SVG, no plotting library needed.
+"""One picture from the results: event latency per reader, convergence per scenario and
+mode, and CPU per node as the mesh grows, all on log scales. Plain SVG, no plotting library needed.
 
     .venv/bin/python bench/plot.py [--results bench/results] [--out docs/benchmarks.svg]
 """
@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -122,6 +123,58 @@ def convergence_panel(data: dict[str, Any], top: float) -> tuple[list[str], floa
     return out, y + 50
 
 
+Series = Callable[[dict[str, Any], dict[str, Any]], float]
+
+
+def _alone(ref: dict[str, Any], b: dict[str, Any]) -> float:
+    return float(ref["idle"]["babeld_cpu_percent"])
+
+
+def _under(ref: dict[str, Any], b: dict[str, Any]) -> float:
+    return float(b["idle"]["babeld_cpu_percent"])
+
+
+def _babblerd(ref: dict[str, Any], b: dict[str, Any]) -> float:
+    return float(b["idle"]["babblerd_cpu_percent"])
+
+
+def _watched(ref: dict[str, Any], b: dict[str, Any]) -> float:
+    return float(b["watched"]["babblerd_cpu_percent"])
+
+
+# (label, colour, the value from a size's two result rows: the reference, then babbler)
+SCALE_SERIES: tuple[tuple[str, str, Series], ...] = (
+    ("babeld alone", COLOURS["babeld-same-hello"], _alone),
+    ("babeld under babbler", "#9467bd", _under),
+    ("babblerd", COLOURS["babbler"], _babblerd),
+    ("babblerd, 10 watch clients", "#17becf", _watched),
+)
+
+
+def scale_panel(data: dict[str, Any], top: float) -> tuple[list[str], float]:
+    rows = data["results"]
+    pairs = [(ref, b) for ref, b in zip(rows[0::2], rows[1::2], strict=True) if "watched" in b]
+    values = [get(ref, b) for ref, b in pairs for _, _, get in SCALE_SERIES]
+    low, high = max(0.05, min(values) * 0.8), max(values) * 1.2
+    x = scale(low, high, WIDTH - LEFT - RIGHT)
+    title = "CPU per node as the mesh grows (% of one core, converged, mean over nodes)"
+    out = [label(10, top, title, 14, font_weight="bold")]
+    y = top + 14
+    for i, (name, colour, _) in enumerate(SCALE_SERIES):
+        out.append(el("rect", x=LEFT + i * 170, y=y, width=10, height=10, fill=colour))
+        out.append(label(LEFT + i * 170 + 14, y + 9, name, 11))
+    y += 20
+    for ref, b in pairs:
+        mid = y + ROW / 2
+        out.append(label(LEFT - 8, mid + 4, f"{b['topology']} of {b['nodes']}", text_anchor="end"))
+        out.append(el("line", x1=LEFT, y1=mid, x2=WIDTH - RIGHT, y2=mid, stroke="#eee"))
+        for _, colour, get in SCALE_SERIES:
+            out.append(el("circle", cx=x(get(ref, b)), cy=mid, r=5, fill=colour, opacity=0.8))
+        y += ROW
+    out += axis(y + 4, low, high, "% of one core", x)
+    return out, y + 50
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--results", type=Path, default=common.RESULTS)
@@ -129,7 +182,12 @@ def main() -> None:
     args = parser.parse_args()
     body: list[str] = []
     y = 24.0
-    for name, panel in (("latency", latency_panel), ("convergence", convergence_panel)):
+    panels = (
+        ("latency", latency_panel),
+        ("convergence", convergence_panel),
+        ("scale", scale_panel),
+    )
+    for name, panel in panels:
         path = args.results / f"{name}.json"
         if path.exists():
             part, y = panel(json.loads(path.read_text()), y)

@@ -1,18 +1,26 @@
-"""How babbler's cost grows with the mesh: rings of growing size, babblerd next to babeld.
+"""How babbler's cost grows with the mesh: rings (and grids) of growing size, babblerd next
+to babeld, with and without clients.
 
-For each ring size, twice on fresh namespaces: babeld alone at babbler's hello interval (the
-reference), then babbler (babblerd running babeld). Reported per size: time from start to
-every node pinging every other, and, over a window once converged, CPU (% of one core) and
-RSS per node, of babblerd and of babeld, and the ratio babblerd / babeld. No clients.
+For each size, on fresh namespaces each time: babeld alone at babbler's hello interval (the
+reference), then babbler (babblerd running babeld). Reported per size, per node: time from
+start to every node pinging every other; over a window once converged, CPU (% of one core)
+and RSS of babblerd and of babeld and the ratio babblerd / babeld, first with no clients,
+then with WATCHERS `watch` clients on every node; babeld's lines into babblerd per second,
+the share dropped as repeats, and the lines and events out to clients per second.
 
-    sudo .venv/bin/python bench/scale.py [--sizes 4 8 16 32 64] [--window 10] [--quick]
+    sudo .venv/bin/python bench/scale.py [--sizes 4 8 16 32 64] [--topology ring grid]
+                                          [--window 10] [--quick]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import selectors
+import socket
 import statistics
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -21,10 +29,12 @@ import common
 from common import counters, rss_mb
 from meshes import Mesh, wait_reachable
 
-from babbler.lab import Lab
+from babbler.client import ask
+from babbler.lab import Lab, Node
 
 REFERENCE = "babeld-same-hello"
-SETTLE = 2.0  # seconds after full reachability before measuring
+SETTLE = 2.0  # seconds after full reachability (or after clients join) before measuring
+WATCHERS = 10  # `watch` clients per node in the second window
 
 
 def cpu_percent(pids: list[int], window: float) -> list[float]:
@@ -36,9 +46,68 @@ def cpu_percent(pids: list[int], window: float) -> list[float]:
     return [100 * (counters(pid)[1] - before[pid]) / took for pid in pids]
 
 
-def run(size: int, mode: str, window: float, limit: float) -> dict[str, Any]:
-    lab = Lab.create(f"bs{os.getpid() % 1000}{size}", size, "ring", ["--mode", "always"])
+class Watchers:
+    """`watch` clients on every node, drained by one thread so that none falls behind."""
+
+    def __init__(self, nodes: list[Node], per_node: int) -> None:
+        self._selector = selectors.DefaultSelector()
+        self._socks: list[socket.socket] = []
+        for node in nodes:
+            for _ in range(per_node):
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                sock.connect(str(node.socket))
+                sock.sendall(b"watch\n")
+                sock.setblocking(False)
+                self._selector.register(sock, selectors.EVENT_READ)
+                self._socks.append(sock)
+        self.received = 0  # bytes
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._drain, daemon=True)
+        self._thread.start()
+
+    def _drain(self) -> None:
+        while not self._stop.is_set():
+            for key, _ in self._selector.select(0.2):
+                with contextlib.suppress(BlockingIOError):
+                    self.received += len(key.fileobj.recv(1 << 16))  # type: ignore[union-attr]
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        for sock in self._socks:
+            sock.close()
+
+
+def measure(
+    daemons: list[int], babelds: list[int], nodes: list[Node], window: float
+) -> dict[str, Any]:
+    """One window: CPU per node of both, and babblerd's line counters (per second, mean per
+    node) from `stats` before and after."""
+    before = [ask(n.socket, "stats") for n in nodes] if daemons else []
+    started = time.monotonic()
+    cpu = cpu_percent(daemons + babelds, window)
+    took = time.monotonic() - started
+    result: dict[str, Any] = {"babeld_cpu_percent": statistics.fmean(cpu[len(daemons) :])}
+    if daemons:
+        after = [ask(n.socket, "stats") for n in nodes]
+
+        def per_second(key: str) -> float:
+            return statistics.fmean(
+                (a[key] - b[key]) / took for a, b in zip(after, before, strict=True)
+            )
+
+        result["babblerd_cpu_percent"] = statistics.fmean(cpu[: len(daemons)])
+        result["ratio"] = result["babblerd_cpu_percent"] / max(result["babeld_cpu_percent"], 0.01)
+        result["lines_in_per_s"] = per_second("babeld_lines_in")
+        result["repeats_per_s"] = per_second("babeld_repeats")
+        result["items_out_per_s"] = per_second("items_out")
+    return result
+
+
+def run(size: int, topology: str, mode: str, window: float, limit: float) -> dict[str, Any]:
+    lab = Lab.create(f"bs{os.getpid() % 1000}{size}", size, topology, ["--mode", "always"])
     mesh = Mesh(lab, mode)
+    watchers: Watchers | None = None
     try:
         started = time.monotonic()
         for node in lab.nodes:
@@ -47,25 +116,29 @@ def run(size: int, mode: str, window: float, limit: float) -> dict[str, Any]:
             mesh.ready(node)
         reach = wait_reachable(lab, mesh, lab.nodes, started, limit)
         time.sleep(SETTLE)
-        if mode == REFERENCE:
-            babeld = list(mesh.babeld_pids().values())
-            daemons: list[int] = []
-        else:
-            babeld = [lab.status(n)["babeld"]["pid"] for n in lab.nodes]
-            daemons = [n.pid or 0 for n in lab.nodes]
-        cpu = cpu_percent(daemons + babeld, window)
         result: dict[str, Any] = {
             "nodes": size,
+            "topology": topology,
             "mode": mode,
             "reachable_s": reach,
-            "babeld_cpu_percent": statistics.fmean(cpu[len(daemons) :]),
-            "babeld_rss_mb": statistics.fmean(rss_mb(p) for p in babeld),
         }
-        if daemons:
-            result["babblerd_cpu_percent"] = statistics.fmean(cpu[: len(daemons)])
-            result["babblerd_rss_mb"] = statistics.fmean(rss_mb(p) for p in daemons)
+        if mode == REFERENCE:
+            babelds = list(mesh.babeld_pids().values())
+            result["idle"] = measure([], babelds, lab.nodes, window)
+            result["babeld_rss_mb"] = statistics.fmean(rss_mb(p) for p in babelds)
+            return result
+        babelds = [lab.status(n)["babeld"]["pid"] for n in lab.nodes]
+        daemons = [n.pid or 0 for n in lab.nodes]
+        result["idle"] = measure(daemons, babelds, lab.nodes, window)
+        watchers = Watchers(lab.nodes, WATCHERS)
+        time.sleep(SETTLE)
+        result["watched"] = measure(daemons, babelds, lab.nodes, window)
+        result["babeld_rss_mb"] = statistics.fmean(rss_mb(p) for p in babelds)
+        result["babblerd_rss_mb"] = statistics.fmean(rss_mb(p) for p in daemons)
         return result
     finally:
+        if watchers is not None:
+            watchers.close()
         mesh.stop()
         lab.down()
 
@@ -73,44 +146,58 @@ def run(size: int, mode: str, window: float, limit: float) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[4, 8, 16, 32, 64])
+    parser.add_argument("--topology", nargs="+", default=["ring"], choices=["ring", "grid"])
     parser.add_argument("--window", type=float, default=10.0, help="seconds of CPU measured")
     parser.add_argument("--limit", type=float, default=300.0, help="seconds to converge")
-    parser.add_argument("--quick", action="store_true", help="one ring of 4, 2 s window")
+    parser.add_argument("--quick", action="store_true", help="one ring of 4, 2 s windows")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     common.need_root()
     sizes, window = ([4], 2.0) if args.quick else (args.sizes, args.window)
+    topologies = ["ring"] if args.quick else args.topology
     rows, results = [], []
-    for size in sizes:
-        reference = run(size, REFERENCE, window, args.limit)
-        babbler = run(size, "babbler", window, args.limit)
-        results += [reference, babbler]
-        ratio = babbler["babblerd_cpu_percent"] / max(babbler["babeld_cpu_percent"], 0.01)
-        rows.append(
-            [
-                size,
-                reference["reachable_s"],
-                babbler["reachable_s"],
-                reference["babeld_cpu_percent"],
-                babbler["babeld_cpu_percent"],
-                babbler["babblerd_cpu_percent"],
-                ratio,
-                babbler["babblerd_rss_mb"],
-            ]
-        )
-        print(f"  ring of {size}: done", flush=True)
+    for topology in topologies:
+        for size in sizes:
+            reference = run(size, topology, REFERENCE, window, args.limit)
+            babbler = run(size, topology, "babbler", window, args.limit)
+            results += [reference, babbler]
+            idle, watched = babbler["idle"], babbler["watched"]
+            rows.append(
+                [
+                    f"{topology} {size}",
+                    reference["reachable_s"],
+                    babbler["reachable_s"],
+                    reference["idle"]["babeld_cpu_percent"],
+                    idle["babeld_cpu_percent"],
+                    idle["babblerd_cpu_percent"],
+                    idle["ratio"],
+                    watched["babblerd_cpu_percent"],
+                    watched["ratio"],
+                    babbler["babblerd_rss_mb"],
+                    idle["lines_in_per_s"],
+                    100 * idle["repeats_per_s"] / max(idle["lines_in_per_s"], 0.01),
+                    watched["items_out_per_s"],
+                ]
+            )
+            print(f"  {topology} of {size}: done", flush=True)
     header = [
-        "nodes",
+        "mesh",
         "reach s (babeld)",
         "reach s (babbler)",
         "babeld CPU % (alone)",
         "babeld CPU % (babbler)",
         "babblerd CPU %",
         "babblerd/babeld",
+        f"babblerd CPU %, {WATCHERS} watch",
+        f"babblerd/babeld, {WATCHERS} watch",
         "babblerd RSS MB",
+        "lines in/s",
+        "repeats %",
+        f"out/s, {WATCHERS} watch",
     ]
-    print(common.table("scale: rings, per node, no clients", header, rows))
-    path = common.write("scale", {"window_s": window, "results": results}, args.out)
+    print(common.table("scale: per node", header, rows))
+    data = {"window_s": window, "watchers": WATCHERS, "results": results}
+    path = common.write("scale", data, args.out)
     print(f"\nwrote {path}")
 
 

@@ -26,7 +26,7 @@ from babbler.babeld.protocol import (
     parse_line,
 )
 from babbler.errors import BabeldError
-from babbler.lines import TOO_LONG, LineReader
+from babbler.lines import TOO_LONG, LineReader, SocketReader
 
 log = structlog.get_logger("babbler.babeld")
 
@@ -51,16 +51,24 @@ class _Pending:
     reply: StatusLine | None = None
 
 
+@dataclass
+class LineCounts:
+    """Lines read from babeld after its greeting, and how many were dropped as repeats;
+    kept across sessions by whoever passes the same object to every `connect`."""
+
+    lines_in: int = 0
+    repeats: int = 0
+
+
 class BabeldControl:
-    def __init__(self, stream: trio.SocketStream) -> None:
+    def __init__(self, stream: trio.SocketStream, counts: LineCounts | None = None) -> None:
         self._stream = stream
-        self._reader = LineReader(stream, MAX_LINE)
+        self._reader = LineReader(SocketReader(stream.socket), MAX_LINE)
         self._pending: collections.deque[_Pending] = collections.deque()
         self._send_lock = trio.Lock()
         self.greeting = Greeting()
         self.closed = False
-        self.lines_in = 0  # table and status lines read after the greeting
-        self.repeats = 0  # identical table lines dropped at the door
+        self.counts = counts or LineCounts()
 
     async def _next_line(self) -> str:
         raw = await self._reader.readline()
@@ -97,28 +105,36 @@ class BabeldControl:
         repeats = RepeatFilter()
         try:
             while True:
-                text = await self._next_line()
-                self.lines_in += 1
-                if repeats.is_repeat(text):
-                    self.repeats += 1
-                    continue
-                try:
-                    line = parse_line(text)
-                except ProtocolError as error:
-                    log.warning("unparsed babeld line", error=str(error))
-                    continue
-                if isinstance(line, TableLine):
-                    on_line(line)
-                elif isinstance(line, StatusLine):
-                    if not self._pending:
-                        raise BabeldError(f"babeld answered a request nobody sent: {text}")
-                    pending = self._pending.popleft()
-                    pending.reply = line
-                    pending.done.set()
+                batch = await self._reader.readlines()
+                if batch is None:
+                    raise BabeldError("babeld closed its control connection")
+                self.counts.lines_in += len(batch)
+                for raw in batch:
+                    if raw is TOO_LONG:
+                        raise BabeldError("babeld sent an over-long line")
+                    if repeats.is_repeat(raw):
+                        self.counts.repeats += 1
+                        continue
+                    self._take(raw.decode("utf-8", "replace"), on_line)
         finally:
             self.closed = True
             for pending in self._pending:
                 pending.done.set()
+
+    def _take(self, text: str, on_line: Callable[[TableLine], None]) -> None:
+        try:
+            line = parse_line(text)
+        except ProtocolError as error:
+            log.warning("unparsed babeld line", error=str(error))
+            return
+        if isinstance(line, TableLine):
+            on_line(line)
+        elif isinstance(line, StatusLine):
+            if not self._pending:
+                raise BabeldError(f"babeld answered a request nobody sent: {text}")
+            pending = self._pending.popleft()
+            pending.reply = line
+            pending.done.set()
 
     async def request(self, text: str, deadline: float | None = None) -> StatusLine:
         """Send one request line and wait for its status line.
@@ -146,7 +162,7 @@ class BabeldControl:
         await self._stream.aclose()
 
 
-async def connect(path: Path) -> BabeldControl:
+async def connect(path: Path, counts: LineCounts | None = None) -> BabeldControl:
     """Connect to babeld's socket as soon as it exists and read its greeting.
     Callers bound this with a deadline (babeld may never create it)."""
     while True:
@@ -160,7 +176,7 @@ async def connect(path: Path) -> BabeldControl:
         except BaseException:
             sock.close()
             raise
-        control = BabeldControl(trio.SocketStream(sock))
+        control = BabeldControl(trio.SocketStream(sock), counts)
         try:
             await control.read_greeting()
         except BaseException:

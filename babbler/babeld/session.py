@@ -19,7 +19,7 @@ from pathlib import Path
 import structlog
 import trio
 
-from babbler.babeld.control import BabeldControl, Greeting, connect
+from babbler.babeld.control import BabeldControl, Greeting, LineCounts, connect
 from babbler.babeld.process import BabeldProcess, clear_stale
 from babbler.babeld.protocol import TableLine
 from babbler.errors import BabblerError, BabeldError, BabeldExited
@@ -125,8 +125,14 @@ class Ended:
 class Session:
     """One babeld lifetime. `process` and `greeting` are set as the session gets there."""
 
-    def __init__(self, launch: Launch, flush_routes: Callable[[], Awaitable[int]]) -> None:
+    def __init__(
+        self,
+        launch: Launch,
+        flush_routes: Callable[[], Awaitable[int]],
+        counts: LineCounts | None = None,
+    ) -> None:
         self.launch = launch
+        self._counts = counts
         self._flush_routes = flush_routes
         self.process: BabeldProcess | None = None
         self.greeting: Greeting | None = None
@@ -192,7 +198,7 @@ class Session:
     ) -> None:
         try:
             with trio.fail_after(GREETING_DEADLINE):
-                control = await connect(self.launch.files.socket)
+                control = await connect(self.launch.files.socket, self._counts)
         except trio.TooSlowError:
             self._fail(BabeldError(f"babeld did not greet within {GREETING_DEADLINE:g} s"))
             return

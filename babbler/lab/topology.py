@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
+
 from babbler.errors import BabblerError
 
-TOPOLOGIES = ("line", "ring", "star")
+TOPOLOGIES = ("line", "ring", "star", "grid")
 
 
 class LabError(BabblerError):
@@ -20,6 +22,11 @@ def edges(nodes: int, topology: str) -> list[tuple[int, int]]:
         return [*pairs, (nodes, 1)] if nodes > 2 else pairs
     if topology == "star":
         return [(1, i) for i in range(2, nodes + 1)]
+    if topology == "grid":  # rows of ceil(sqrt(n)), each node linked right and down
+        width = math.ceil(math.sqrt(nodes))
+        right = [(i, i + 1) for i in range(1, nodes) if i % width]
+        down = [(i, i + width) for i in range(1, nodes - width + 1)]
+        return sorted(right + down)
     raise LabError(f"unknown topology {topology!r} (one of {', '.join(TOPOLOGIES)})")
 
 

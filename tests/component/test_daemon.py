@@ -150,6 +150,12 @@ async def test_repeats_are_dropped_at_the_door_and_real_changes_reach_both() -> 
         assert event["type"] in ("addresses", "interfaces", "interface")
         line = await monitor.readline()
         assert line is not None and line.startswith("add interface v1x3")
+        # `stats` counts what came in, what was dropped, and what went out to clients.
+        other = await connect(daemon.config.socket_path)
+        stats = json.loads((await other.request("stats"))[0])
+        assert stats["babeld_repeats"] >= 100  # 0.4 s of 500 repeats a second, at least
+        assert stats["babeld_lines_in"] > stats["babeld_repeats"]
+        assert 2 <= stats["items_out"] < 50  # the few real changes, to two clients
 
 
 async def test_slow_client_is_cut_off_and_others_keep_receiving(

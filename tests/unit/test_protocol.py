@@ -48,16 +48,16 @@ def test_repeats_are_told_from_the_raw_text_per_entry() -> None:
     from babbler.babeld.protocol import RepeatFilter
 
     repeats = RepeatFilter()
-    neighbour = RECORDED[2]  # a `change neighbour` line
+    neighbour = RECORDED[2].encode()  # a `change neighbour` line
     assert not repeats.is_repeat(neighbour)
     assert repeats.is_repeat(neighbour)  # babeld's identical repeat
-    assert repeats.is_repeat(neighbour.replace("change", "add", 1))  # same entry, same body
-    changed = neighbour.replace("reach ffff", "reach fffe")
+    assert repeats.is_repeat(neighbour.replace(b"change", b"add", 1))  # same entry, same body
+    changed = neighbour.replace(b"reach ffff", b"reach fffe")
     assert not repeats.is_repeat(changed)  # a real change passes
-    other = neighbour.replace("561fe7d982e0", "561fe7d982e1")
+    other = neighbour.replace(b"561fe7d982e0", b"561fe7d982e1")
     assert not repeats.is_repeat(other)  # another entry has its own last line
-    flush = "flush " + changed.split(" ", 1)[1]
+    flush = b"flush " + changed.split(b" ", 1)[1]
     assert not repeats.is_repeat(flush)
     assert not repeats.is_repeat(changed)  # after a flush the entry starts anew
-    for line in ("ok", "no", "bad", "BABEL 1.0", "my-id 02:00:00:00:00:00:00:01"):
+    for line in (b"ok", b"no", b"bad", b"BABEL 1.0", b"my-id 02:00:00:00:00:00:00:01"):
         assert not repeats.is_repeat(line) and not repeats.is_repeat(line)
