@@ -67,8 +67,10 @@ async def _write_queued(stream: trio.SocketStream, client: Client) -> None:
             while sent < len(data):
                 sent += await stream.socket.send(data[sent:])
         finally:
-            if 0 < sent < len(data) and data[sent - 1] != ord("\n"):
-                client.unfinished = data[sent : data.index(b"\n", sent) + 1]
+            if 0 < sent < len(data):  # cut short: is a line left open?
+                ends_line = data[sent - 1] == ord("\n")
+                client.unfinished = b"" if ends_line else data[sent : data.index(b"\n", sent) + 1]
+        client.batch_sent()
 
 
 async def handle_client(hub: Hub, view: View, stream: trio.SocketStream) -> None:
@@ -78,7 +80,8 @@ async def handle_client(hub: Hub, view: View, stream: trio.SocketStream) -> None
             await stream.send_all(b"no too many clients\n")
         await stream.aclose()
         return
-    client = hub.new_client()
+    fd = stream.socket.fileno()  # non-blocking (trio's): a full socket raises BlockingIOError
+    client = hub.new_client(lambda data: os.write(fd, data))
     log.debug("client connected", client=client.number)
     try:
         client.offer("".join(f"{line}\n" for line in view.header()))
