@@ -20,7 +20,7 @@ import trio
 
 from babbler import __version__, views
 from babbler.addrplan import IndexBook, plan, wanted_addresses
-from babbler.babeld.session import BabeldFiles, Launch, babeld_config
+from babbler.babeld.launch import Launch, interface_options
 from babbler.config import Config, reloaded
 from babbler.errors import ConfigError, KernelError
 from babbler.fanout import Hub
@@ -30,7 +30,7 @@ from babbler.links.kernel import Kernel
 from babbler.links.model import Link, Selector, diff, usable_names
 from babbler.log import configure as configure_logging
 from babbler.mesh import Fact, Mesh, MeshHost
-from babbler.meshkey import KEY_ID, MeshKey
+from babbler.meshkey import MeshKey
 from babbler.nodeid import NodeId
 from babbler.server import PublicSocket
 from babbler.state import Applied
@@ -166,27 +166,20 @@ class Daemon:
     # -- babeld --------------------------------------------------------------------------------
 
     def interface_options(self, name: str) -> str:
-        """The options of babeld's `interface NAME ...` line. Timestamps let babeld measure
-        each neighbour's RTT (shown in status; costs stay as set: max-rtt-penalty is 0)."""
+        """The options of babeld's `interface NAME ...` line for this link now."""
         link = self.snapshot.get(name)
         cost = link_cost(link, self.config.cost) if link else UNKNOWN_COST
-        options = f"hello-interval {self.config.hello_interval:g} rxcost {cost}"
-        options += " enable-timestamps true"
-        return options + (f" key {KEY_ID}" if self.key else "")
+        return interface_options(self.config.hello_interval, cost, self.key is not None)
 
     def _launch(self, first: str) -> Launch:
-        config = self.config
-        self.identity.new_babeld(config.hello_interval)
-        router_id = self.identity.take_router_id()
-        return Launch(
-            program=config.babeld,
-            files=BabeldFiles.under(config.private_dir, config.state_dir),
-            settings=babeld_config(config.skip_kernel_setup),
-            key_lines=self.key.babeld_lines() if self.key else "",
-            router_id=router_id,
-            node_range=str(self.identity.node_range),
-            first_interface=first,
-            interface_options=self.interface_options(first),
+        self.identity.new_babeld(self.config.hello_interval)
+        return Launch.build(
+            self.config,
+            self.key,
+            self.identity.take_router_id(),
+            str(self.identity.node_range),
+            first,
+            self.interface_options(first),
         )
 
     # -- reconcile -----------------------------------------------------------------------------

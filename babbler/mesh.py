@@ -17,8 +17,9 @@ import structlog
 import trio
 
 from babbler.babeld.control import BabeldControl, LineCounts
+from babbler.babeld.launch import Launch
 from babbler.babeld.protocol import TableLine
-from babbler.babeld.session import Ended, Launch, Session
+from babbler.babeld.session import Ended, Hooks, Session
 from babbler.errors import BabblerError
 from babbler.links.kernel import Kernel
 from babbler.state import Applied, MeshTable
@@ -141,10 +142,15 @@ class Mesh:
             self.host.launch(first), self.host.kernel.flush_babel_routes, self.line_counts
         )
         self.session = session
+        self.told = {session.launch.first_interface: session.launch.interface_options}
+        hooks = Hooks(
+            on_line=self._on_table_line,
+            on_spawned=lambda: self.host.report(MESH_CHANGED),
+            on_reconnect=self.table.begin_resync,
+            follow=self._follow,
+        )
         try:
-            return await session.run(
-                self._on_table_line, lambda: self.host.report(MESH_CHANGED), self._follow
-            )
+            return await session.run(hooks)
         except (BabblerError, OSError) as error:
             # OSError: the private directory or babeld's files went wrong under us; the
             # daemon stays up and retries like any other failed start.
@@ -167,12 +173,13 @@ class Mesh:
             await event.wait()
 
     async def _follow(self, control: BabeldControl) -> None:
-        """babeld accepted `monitor`: keep its interfaces equal to the usable links."""
+        """babeld accepted `monitor` (and has dumped its table): keep its interfaces equal
+        to the usable links. After a reconnection, entries the new dump lacks are flushed."""
+        for applied in self.table.end_resync():
+            self.host.report(applied)
         self.version = control.greeting.version
-        if self.session is not None:
-            launch = self.session.launch
-            self.told = {launch.first_interface: launch.interface_options}
-        self._running_since = trio.current_time()
+        if self._running_since is None:
+            self._running_since = trio.current_time()
         self._set_state(RUNNING)
         self.host.report(MESH_CHANGED)
         while True:

@@ -29,12 +29,15 @@ class Applied:
 class MeshTable:
     def __init__(self) -> None:
         self._entries: dict[tuple[str, str], TableLine] = {}
+        self._resync: set[tuple[str, str]] | None = None  # keys a re-dump brought so far
 
     def __len__(self) -> int:
         return len(self._entries)
 
     def apply(self, line: TableLine) -> Applied | None:
         key = line.key
+        if self._resync is not None:
+            self._resync.add(key)
         old = self._entries.get(key)
         if line.verb == "flush":
             if old is None:
@@ -46,6 +49,21 @@ class MeshTable:
         if old is not None and line.verb == "add" and old.fields == line.fields:
             return None
         return Applied(line.render(verb), old is None or old.fields != line.fields, line, verb)
+
+    def begin_resync(self) -> None:
+        """A new dump of babeld's table follows (a new control connection to the same
+        babeld): remember which entries it brings."""
+        self._resync = set()
+
+    def end_resync(self) -> list[Applied]:
+        """The dump is complete: flush what it no longer has (changed while we were away)."""
+        seen, self._resync = self._resync, None
+        if seen is None:
+            return []
+        gone = [e for key, e in self._entries.items() if key not in seen]
+        for entry in gone:
+            del self._entries[entry.key]
+        return [Applied(e.render("flush"), True, e, "flush") for e in gone]
 
     def flush_all(self) -> list[Applied]:
         gone = [Applied(e.render("flush"), True, e, "flush") for e in self.entries()]

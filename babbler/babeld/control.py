@@ -51,6 +51,11 @@ class _Pending:
     reply: StatusLine | None = None
 
 
+class ControlCut(BabeldError):
+    """babeld closed the control connection. It does so while staying up when a write to
+    us has waited 100 ms (local.c write_timeout: a slow reader), so this is not a death."""
+
+
 @dataclass
 class LineCounts:
     """Lines read from babeld after its greeting, and how many were dropped as repeats;
@@ -69,6 +74,7 @@ class BabeldControl:
         self.greeting = Greeting()
         self.closed = False
         self.counts = counts or LineCounts()
+        self.cut = False  # babeld ended the connection (it does when a reader is slow)
 
     async def _next_line(self) -> str:
         raw = await self._reader.readline()
@@ -107,7 +113,8 @@ class BabeldControl:
             while True:
                 batch = await self._reader.readlines()
                 if batch is None:
-                    raise BabeldError("babeld closed its control connection")
+                    self.cut = True
+                    raise ControlCut("babeld closed its control connection")
                 self.counts.lines_in += len(batch)
                 for raw in batch:
                     if raw is TOO_LONG:

@@ -13,17 +13,14 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import ctypes
 import os
 import signal
 import subprocess
-from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import structlog
 import trio
 
-from babbler.errors import EnvironmentProblem
 from babbler.platform import IS_LINUX
 
 log = structlog.get_logger("babbler.babeld")
@@ -35,21 +32,6 @@ OUTPUT_TAIL = 20
 PR_SET_PDEATHSIG = 1
 # How often babeld is checked for exit where there is no pidfd (macOS).
 POLL_INTERVAL = 0.05
-
-
-def _die_with_parent_hook() -> Callable[[], None] | None:
-    """A preexec function that makes the child get SIGKILL when this process dies (Linux)."""
-    if not IS_LINUX:
-        return None
-    parent = os.getpid()
-    libc = ctypes.CDLL(None, use_errno=True)
-
-    def hook() -> None:
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() != parent:  # the parent died before prctl took effect
-            os._exit(1)
-
-    return hook
 
 
 def process_name(pid: int) -> str | None:
@@ -140,23 +122,11 @@ async def clear_stale(pid_file: Path, control_socket: Path) -> int | None:
 
 
 class BabeldProcess:
-    """A running babeld. `pump_output` must run for output to be logged and drained."""
+    """A running babeld (spawned by babeld.launch.spawn). `pump_output` must run for output
+    to be logged and drained."""
 
-    def __init__(self, args: Sequence[str]) -> None:
-        try:
-            self._popen = subprocess.Popen(
-                list(args),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                preexec_fn=_die_with_parent_hook(),
-                close_fds=True,
-                umask=0o077,  # its control socket and pid file: 0600 (in a 0700 directory)
-            )
-        except OSError as error:
-            raise EnvironmentProblem(
-                f"cannot run babeld ({args[0]}): {error.strerror or error}"
-            ) from None
+    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
+        self._popen = popen
         self.pid = self._popen.pid
         self._pidfd = _pidfd(self.pid)
         self.tail: collections.deque[str] = collections.deque(maxlen=OUTPUT_TAIL)

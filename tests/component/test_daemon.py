@@ -336,3 +336,25 @@ async def test_requests_sent_with_quit_in_one_write_are_all_answered() -> None:
             assert json.loads(lines[5])["mesh"] == "running" and lines[6] == "ok"
             assert lines[-1] == "ok" and lines.count("ok") == 3
             await client.aclose()
+
+
+async def test_babeld_cutting_the_connection_is_reconnected_not_restarted() -> None:
+    """babeld shuts its control connection down when a write to us waits 100 ms (a slow
+    reader) and stays up. babblerd connects again: same babeld, no restart, and clients
+    see only what really changed meanwhile (here: its xroute is gone)."""
+    async with running(FakeKernel(veth("v1x2", 2)), fake_mode="cut", mode="always") as (d, fake):
+        await eventually(lambda: d.mesh.state == "running")
+        monitor = await connect(d.config.socket_path)
+        snapshot = await monitor.request("monitor")
+        assert any(line.startswith("add xroute x1") for line in snapshot)
+        line = await monitor.readline()  # the fake cuts 0.5 s after the first monitor
+        assert line is not None and line.startswith("flush xroute x1"), line
+        await eventually(lambda: fake.requests().count("monitor") == 2, what="a new monitor")
+        with trio.move_on_after(0.5):  # nothing else: the re-dump adds nothing new
+            extra = await monitor.readline()
+            raise AssertionError(f"unexpected line after the re-dump: {extra}")
+        assert len(fake.starts()) == 1, "babeld was restarted"
+        assert d.mesh.restarts == 0 and d.mesh.state == "running"
+        assert sorted(d.dump_lines()) == sorted(
+            line for line in snapshot[:-1] if not line.startswith("add xroute")
+        )

@@ -5,6 +5,8 @@ the environment:
   FAKE_BABELD_MODE     normal | exit (prints a complaint, exits 1) | silent (never greets)
                        | refuse, refuse-bad (answer `interface` with `no ...`, `bad`)
                        | mute (stops answering requests) | stubborn (ignores SIGTERM)
+                       | cut (0.5 s after the first `monitor`, shuts that connection down
+                         as babeld does when a reader is slow, and drops its xroute)
   FAKE_BABELD_LOG      a file to append "start PID", "request LINE" and "stop" lines to
   FAKE_BABELD_CHATTER  "INTERVAL,BURST": every INTERVAL s, BURST identical `change neighbour`
                        lines to monitor clients, as babeld repeats them on every hello
@@ -90,11 +92,14 @@ def main() -> None:
             return NEIGHBOUR.format(**{"if": first})
         return STAMPED.format(**{"if": first, "rtt": f"{seq / 1000:.3f}"})
 
+    cut_at: float | None = None  # mode cut: when to cut the first monitor connection
+    cut_done = False
+
     def table() -> bytes:
         lines = [f"add interface {name} up true ipv6 fe80::1" for name in interfaces]
         lines += [
             "add " + neighbour(),
-            "add " + XROUTE,
+            *([] if cut_done else ["add " + XROUTE]),
             "add " + ROUTE.format(**{"if": first}),
         ]
         return "".join(f"{line}\n" for line in lines).encode()
@@ -107,6 +112,7 @@ def main() -> None:
                 monitors.discard(conn)
 
     def answer(conn: socket.socket, line: str) -> None:
+        nonlocal cut_at
         record(f"request {line}")
         if MODE == "mute":
             return
@@ -114,6 +120,8 @@ def main() -> None:
         if not words:
             return
         if words[0] == "monitor":
+            if MODE == "cut" and cut_at is None:
+                cut_at = time.monotonic() + 0.5
             monitors.add(conn)
             conn.sendall(table() + b"ok\n")
         elif words[0] == "dump":
@@ -148,6 +156,13 @@ def main() -> None:
     next_chatter = time.monotonic() + interval
     while True:
         timeout = max(0.0, next_chatter - time.monotonic()) if interval else None
+        if cut_at is not None and not cut_done:
+            timeout = 0.05
+            if time.monotonic() >= cut_at:  # babeld: shutdown(fd, 1) when a write times out
+                for conn in monitors:
+                    conn.shutdown(socket.SHUT_WR)
+                monitors.clear()
+                cut_done = True
         for key, _ in selector.select(timeout):
             if key.fileobj is listener:
                 conn, _ = listener.accept()

@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from babbler.babeld.session import babeld_config
+from babbler.babeld.launch import babeld_config
 from babbler.cli import load_config as build
 from babbler.config import DEFAULT_HELLO_INTERVAL, reloaded
 from babbler.errors import ConfigError

@@ -11,6 +11,7 @@ import pytest
 import trio
 
 from babbler.babeld import process
+from babbler.babeld.launch import spawn
 from babbler.babeld.process import BabeldProcess, clear_stale
 
 
@@ -20,7 +21,7 @@ def like_macos(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 async def test_exit_is_seen_by_polling() -> None:
-    child = BabeldProcess(["sh", "-c", "echo bye; exit 3"])
+    child = BabeldProcess(spawn(["sh", "-c", "echo bye; exit 3"]))
     async with trio.open_nursery() as nursery:
         nursery.start_soon(child.pump_output)
         with trio.fail_after(10):
@@ -29,7 +30,7 @@ async def test_exit_is_seen_by_polling() -> None:
 
 
 async def test_stop_terminates_a_running_child() -> None:
-    child = BabeldProcess(["sleep", "30"])
+    child = BabeldProcess(spawn(["sleep", "30"]))
     async with trio.open_nursery() as nursery:
         nursery.start_soon(child.pump_output)
         with trio.fail_after(10):

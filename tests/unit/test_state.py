@@ -63,3 +63,18 @@ def test_route_view_and_usability() -> None:
     assert is_usable(view)
     assert not is_usable({**view, "metric": 65535})
     assert not is_usable({**view, "installed": False})
+
+
+def test_a_redump_flushes_only_what_it_lacks() -> None:
+    table = MeshTable()
+    kept = line("add neighbour n1 address fe80::2 if v1x2 reach ffff")
+    gone = line("add xroute x1 prefix fde0::1/128 from ::/0 metric 0")
+    for entry in (kept, gone):
+        table.apply(entry)
+    assert table.end_resync() == []  # no re-dump under way: nothing to flush
+    table.begin_resync()
+    assert table.apply(kept) is None  # the same entry again: nothing to forward
+    flushed = table.end_resync()
+    assert [a.line for a in flushed] == [gone.render("flush")]
+    assert table.dump_lines() == [kept.render("add")]
+    assert table.end_resync() == []
