@@ -28,6 +28,7 @@ class Mesh:
 
     lab: Lab
     mode: str
+    hello: float = DEFAULT_HELLO_INTERVAL  # babeld-same-hello: babeld alone at this interval
     addresses: dict[int, str] = field(default_factory=dict)
     _babelds: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)
 
@@ -58,7 +59,7 @@ class Mesh:
             "-C", "redistribute local deny",
         ]  # fmt: skip
         if self.mode == "babeld-same-hello":
-            args += ["-C", f"default hello-interval {DEFAULT_HELLO_INTERVAL:g}"]
+            args += ["-C", f"default hello-interval {self.hello:g}"]
         log = (base / "babeld.log").open("ab")
         self._babelds[node.index] = subprocess.Popen(
             [*args, *sorted(links)], stdout=log, stderr=log, start_new_session=True

@@ -9,7 +9,9 @@ then with WATCHERS `watch` clients on every node; babeld's lines into babblerd p
 the share dropped as repeats, and the lines and events out to clients per second.
 
     sudo .venv/bin/python bench/scale.py [--sizes 4 8 16 32 64] [--topology ring grid]
-                                          [--window 10] [--quick]
+                                          [--hello 0.1] [--window 10] [--quick]
+
+Results are written after every size, so a long run that fails later keeps what it measured.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from common import counters, rss_mb
 from meshes import Mesh, wait_reachable
 
 from babbler.client import ask
+from babbler.config import DEFAULT_HELLO_INTERVAL
 from babbler.lab import Lab, Node
 
 REFERENCE = "babeld-same-hello"
@@ -104,9 +107,12 @@ def measure(
     return result
 
 
-def run(size: int, topology: str, mode: str, window: float, limit: float) -> dict[str, Any]:
-    lab = Lab.create(f"bs{os.getpid() % 1000}{size}", size, topology, ["--mode", "always"])
-    mesh = Mesh(lab, mode)
+def run(
+    size: int, topology: str, mode: str, hello: float, window: float, limit: float
+) -> dict[str, Any]:
+    args = ["--mode", "always", "--hello-interval", f"{hello:g}"]
+    lab = Lab.create(f"bs{os.getpid() % 1000}{size}", size, topology, args)
+    mesh = Mesh(lab, mode, hello=hello)
     watchers: Watchers | None = None
     try:
         started = time.monotonic()
@@ -119,6 +125,7 @@ def run(size: int, topology: str, mode: str, window: float, limit: float) -> dic
         result: dict[str, Any] = {
             "nodes": size,
             "topology": topology,
+            "hello_s": hello,
             "mode": mode,
             "reachable_s": reach,
         }
@@ -147,6 +154,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[4, 8, 16, 32, 64])
     parser.add_argument("--topology", nargs="+", default=["ring"], choices=["ring", "grid"])
+    parser.add_argument("--hello", type=float, default=DEFAULT_HELLO_INTERVAL, help="seconds")
     parser.add_argument("--window", type=float, default=10.0, help="seconds of CPU measured")
     parser.add_argument("--limit", type=float, default=300.0, help="seconds to converge")
     parser.add_argument("--quick", action="store_true", help="one ring of 4, 2 s windows")
@@ -158,13 +166,15 @@ def main() -> None:
     rows, results = [], []
     for topology in topologies:
         for size in sizes:
-            reference = run(size, topology, REFERENCE, window, args.limit)
-            babbler = run(size, topology, "babbler", window, args.limit)
+            reference = run(size, topology, REFERENCE, args.hello, window, args.limit)
+            babbler = run(size, topology, "babbler", args.hello, window, args.limit)
             results += [reference, babbler]
+            data = {"window_s": window, "watchers": WATCHERS, "results": results}
+            path = common.write("scale", data, args.out)
             idle, watched = babbler["idle"], babbler["watched"]
             rows.append(
                 [
-                    f"{topology} {size}",
+                    f"{topology} {size}, hello {args.hello:g}",
                     reference["reachable_s"],
                     babbler["reachable_s"],
                     reference["idle"]["babeld_cpu_percent"],
@@ -196,8 +206,6 @@ def main() -> None:
         f"out/s, {WATCHERS} watch",
     ]
     print(common.table("scale: per node", header, rows))
-    data = {"window_s": window, "watchers": WATCHERS, "results": results}
-    path = common.write("scale", data, args.out)
     print(f"\nwrote {path}")
 
 
