@@ -9,7 +9,7 @@ node address = node range | 0, on the loopback interface: the machine's one stab
 from __future__ import annotations
 
 import ipaddress
-import secrets
+import os
 from ipaddress import IPv6Address, IPv6Network
 
 MESH_PREFIX = IPv6Network("fde0:20c6:1fa7::/48")
@@ -37,7 +37,7 @@ def format_node_id(node_id: int) -> str:
 
 
 def random_node_id() -> int:
-    return secrets.randbits(NODE_ID_BITS)
+    return int.from_bytes(os.urandom(8), "big") >> (64 - NODE_ID_BITS)  # the kernel's CSPRNG
 
 
 def node_range(node_id: int) -> IPv6Network:

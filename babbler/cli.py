@@ -1,31 +1,29 @@
-"""`babblerd`: the root daemon's command line. Thin: parse, validate, set up, run."""
+"""`babblerd`: the root daemon's command line. Thin: parse, validate, set up, run.
+
+Lean on purpose: everything up to babeld's early start (early.py) imports neither trio nor
+structlog nor pyroute2 (serve.py does, once babeld is running).
+"""
 
 from __future__ import annotations
 
-import os
 import resource
-import shutil
 import signal
 import sys
-import tomllib
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
-import structlog
-import trio
 
-from babbler import __version__, instance, paths, platform, sdnotify
+from babbler import __version__, instance, paths, platform
 from babbler.caps import privilege_problem
 from babbler.config import DEFAULT_CONFIG, SETTINGS, Config, merge
+from babbler.early import Early
+from babbler.early import start as start_early
 from babbler.errors import ConfigError, EnvironmentProblem
-from babbler.log import configure
-from babbler.meshkey import MeshKey, load_key
+from babbler.meshkey import load_key
 from babbler.nodeid import load_node_id
-
-log = structlog.get_logger("babbler")
 
 EPILOG = """\b
 Examples:
@@ -46,6 +44,8 @@ def read_config_file(path: Path) -> dict[str, Any]:
         raise ConfigError(f"config {path}: {error.strerror or error}") from None
     except UnicodeDecodeError:
         raise ConfigError(f"config {path}: not UTF-8 text") from None
+    import tomllib  # only when there is a file: 10 ms of start-up otherwise
+
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
@@ -61,56 +61,6 @@ def load_config(flags: dict[str, Any], config_path: Path | None = None) -> Confi
     return merge(read_config_file(path), flags, path)
 
 
-async def _watchdog() -> None:
-    """WATCHDOG=1 at half of systemd's WatchdogSec, from the trio loop itself: a stuck loop
-    stops the pings and systemd restarts the service."""
-    try:
-        usec = int(os.environ.get("WATCHDOG_USEC", "0") or 0)
-        meant_for = int(os.environ.get("WATCHDOG_PID", "0") or 0)
-    except ValueError:
-        return
-    if usec <= 0 or meant_for not in (0, os.getpid()):
-        return
-    while True:
-        sdnotify.notify("WATCHDOG=1")
-        await trio.sleep(usec / 2e6)
-
-
-async def _serve(config: Config, reload: Callable[[], Config], key: MeshKey | None) -> None:
-    from babbler.daemon import Daemon
-    from babbler.links.backend import open_kernel
-
-    state_problem = paths.prepare(config.run_dir, config.private_dir, config.state_dir)
-    if state_problem:
-        log.error("state directory unusable; node id kept in memory only", error=state_problem)
-    node = load_node_id(config.state_dir, config.node_id)
-    if state_problem and node.persist_error:
-        node = replace(node, persist_error=state_problem)  # the cause, not its consequence
-    log.info("node id", node_id=f"{node.value:012x}", source=node.source, keyed=key is not None)
-    if node.persist_error:
-        log.error(
-            "could not persist node id; it will change at the next start", error=node.persist_error
-        )
-    if shutil.which(config.babeld) is None:
-        log.error(
-            "babeld not found; the mesh cannot start until it is installed", babeld=config.babeld
-        )
-    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
-        async with open_kernel() as kernel, trio.open_nursery() as nursery:
-            daemon = Daemon(config, kernel, node, reload, key)
-            await nursery.start(daemon.run)
-            nursery.start_soon(_watchdog)
-            sdnotify.notify(f"READY=1\nSTATUS=serving {config.socket_path}")
-            async for signum in signals:
-                if signum == signal.SIGHUP:
-                    await daemon.reload()
-                    continue
-                log.info("stopping", signal=signal.Signals(signum).name)
-                sdnotify.notify("STOPPING=1")
-                nursery.cancel_scope.cancel()
-                break
-
-
 # Enough descriptors for MAX_CLIENTS clients and the daemon's own; systemd's default soft
 # limit (1024) would make accept() fail with EMFILE just below the client limit.
 WANTED_FDS = 4096
@@ -121,6 +71,10 @@ def _raise_fd_limit() -> None:
     wanted = WANTED_FDS if hard == resource.RLIM_INFINITY else min(WANTED_FDS, hard)
     if soft != resource.RLIM_INFINITY and soft < wanted:
         resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+
+
+def _stop_during_start(signum: int, frame: object) -> None:
+    raise SystemExit(0)
 
 
 def _fail(message: str, code: int) -> None:
@@ -172,7 +126,6 @@ def main(config: Path | None, **given: Any) -> None:
     except ConfigError as error:
         _fail(str(error), 2)
         return
-    configure(settings.log_format, settings.log_level)
     if not platform.supported():
         _fail(f"{platform.NAME} is not supported (Linux and macOS are)", 1)
     problem = privilege_problem()
@@ -184,28 +137,28 @@ def main(config: Path | None, **given: Any) -> None:
     except EnvironmentProblem as problem:
         _fail(str(problem), 1)
         return
+    early: Early | None = None
+    # Until trio takes the signals over, SIGTERM/SIGINT end babblerd through the `finally`
+    # below, so a babeld started early is stopped cleanly (no stale files, no stale routes).
+    signal.signal(signal.SIGTERM, _stop_during_start)
+    signal.signal(signal.SIGINT, _stop_during_start)
     try:
-        trio.run(_serve, settings, lambda: load_config(flags, config), key)
-    except KeyboardInterrupt:
-        pass
-    except BaseException as error:
-        cause = environment_problem(error)
-        if cause is None:
-            raise
-        _fail(str(cause), 1)
+        state_problem = paths.prepare(settings.run_dir, settings.private_dir, settings.state_dir)
+        node = load_node_id(settings.state_dir, settings.node_id)
+        if state_problem and node.persist_error:
+            node = replace(node, persist_error=state_problem)  # the cause, not its consequence
+        early, early_note = start_early(settings, node, key)
+        # trio, structlog and pyroute2 from here on: babeld is already running.
+        from babbler import serve
+
+        start = serve.Start(settings, node, key, state_problem, early, early_note)
+        serve.run(start, lambda: load_config(flags, config))
+    except EnvironmentProblem as problem:
+        _fail(str(problem), 1)
     finally:
+        if early is not None:
+            early.stop()
         held.release()
-
-
-def environment_problem(error: BaseException) -> EnvironmentProblem | None:
-    """The EnvironmentProblem behind `error`, also from inside trio's exception groups."""
-    if isinstance(error, EnvironmentProblem):
-        return error
-    if isinstance(error, BaseExceptionGroup):
-        for inner in error.exceptions:
-            if found := environment_problem(inner):
-                return found
-    return None
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import shutil
 import socket
+import subprocess
 from collections.abc import Callable
 from typing import Any
 
@@ -22,6 +23,7 @@ from babbler import __version__, views
 from babbler.addrplan import IndexBook, plan, wanted_addresses
 from babbler.babeld.launch import Launch, interface_options
 from babbler.config import Config, reloaded
+from babbler.early import Early
 from babbler.errors import ConfigError, KernelError
 from babbler.fanout import Hub
 from babbler.identity import Identity
@@ -47,6 +49,7 @@ class Daemon:
         node: NodeId,
         reload_config: Callable[[], Config] | None = None,
         key: MeshKey | None = None,
+        early: Early | None = None,
     ) -> None:
         self.config = config
         self.key = key
@@ -59,6 +62,7 @@ class Daemon:
         self.links_changed = Signal()
         self.demand_changed = Signal()
         self.hub = Hub(self.demand_changed.notify)
+        self._early = early
         self.mesh = Mesh(
             MeshHost(
                 launch=self._launch,
@@ -67,6 +71,7 @@ class Daemon:
                 links_changed=self.links_changed,
                 kernel=kernel,
                 report=self._on_fact,
+                adopt=self._adopt,
             )
         )
         self._refresh_lock = trio.Lock()
@@ -181,6 +186,21 @@ class Daemon:
             first,
             self.interface_options(first),
         )
+
+    def _adopt(self) -> tuple[Launch, subprocess.Popen[bytes]] | None:
+        """The babeld started early, once: adopted when its link is usable in the netlink
+        view too, else stopped (the daemon then starts its own)."""
+        early, self._early = self._early, None
+        if early is None:
+            return None
+        first = early.launch.first_interface
+        if first not in self.usable_names() or early.popen.poll() is not None:
+            log.info("babeld started early not adopted", interface=first)
+            early.stop()
+            return None
+        self.identity.new_babeld(self.config.hello_interval)
+        early.adopted = True
+        return early.launch, early.popen
 
     # -- reconcile -----------------------------------------------------------------------------
 

@@ -14,44 +14,24 @@ node id and persists it.
 
 from __future__ import annotations
 
-import secrets
 from ipaddress import IPv6Network
 from pathlib import Path
 
 import structlog
 
+from babbler import routerids
 from babbler.addressing import format_node_id, node_range, random_node_id
 from babbler.collision import CollisionWatch, hold_time
-from babbler.nodeid import NodeId, write_node_id, write_state_file
+from babbler.nodeid import NodeId, write_node_id
+from babbler.routerids import KEEP_ROUTER_IDS, random_router_id, read_router_ids
 from babbler.state import VIEWS, Applied
 
 log = structlog.get_logger("babbler.identity")
 
-ROUTER_IDS_FILE = "router-ids"
-# Router ids kept as ours: a restart loop at the back-off's cap takes 8 minutes to use 16,
-# far longer than neighbours keep forwarding an old id's announcements (16 s measured).
-KEEP_ROUTER_IDS = 16
-
-
-def random_router_id() -> str:
-    """Eight random bytes as babeld writes a router id, marked locally administered and
-    unicast (as an EUI-64 that no hardware has)."""
-    raw = bytearray(secrets.token_bytes(8))
-    raw[0] = (raw[0] | 0x02) & ~0x01
-    return ":".join(f"{b:02x}" for b in raw)
-
-
-def read_router_ids(state_dir: Path) -> list[str]:
-    try:
-        lines = (state_dir / ROUTER_IDS_FILE).read_text(encoding="ascii").split()
-    except (OSError, UnicodeDecodeError):
-        return []
-    return [line for line in lines if len(line) == 23 and line.count(":") == 7]
-
 
 def write_router_ids(state_dir: Path, ids: list[str]) -> None:
     """Keep the ids; a state dir that cannot be written keeps them in memory only."""
-    error = write_state_file(state_dir, ROUTER_IDS_FILE, "".join(f"{i}\n" for i in ids))
+    error = routerids.write(state_dir, ids)
     if error:
         log.warning("cannot keep router ids", error=error)
 

@@ -8,6 +8,7 @@ Facts are `Applied` (one table entry changed; `.line` is what `monitor` clients 
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
@@ -58,6 +59,8 @@ class MeshHost:
     links_changed: Signal
     kernel: Kernel
     report: Callable[[Fact], None]
+    # A babeld started before the daemon (early.py), once, if it is still the right one.
+    adopt: Callable[[], tuple[Launch, subprocess.Popen[bytes]] | None] = lambda: None
 
 
 class Mesh:
@@ -138,9 +141,9 @@ class Mesh:
             self._set_state(IDLE)
 
     async def _one_session(self, first: str) -> Ended:
-        session = Session(
-            self.host.launch(first), self.host.kernel.flush_babel_routes, self.line_counts
-        )
+        adopted = self.host.adopt()
+        launch, started = adopted if adopted else (self.host.launch(first), None)
+        session = Session(launch, self.host.kernel.flush_babel_routes, self.line_counts, started)
         self.session = session
         self.told = {session.launch.first_interface: session.launch.interface_options}
         hooks = Hooks(

@@ -8,7 +8,6 @@ or into `status` (which says only whether the mesh is keyed).
 from __future__ import annotations
 
 import os
-import secrets
 import stat
 import string
 from dataclasses import dataclass, field
@@ -79,7 +78,7 @@ def write_new_key(path: Path) -> None:
     Raises OSError (FileExistsError when it exists)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     try:
-        os.write(fd, f"{secrets.token_hex(KEY_BYTES)}\n".encode())
+        os.write(fd, f"{os.urandom(KEY_BYTES).hex()}\n".encode())
         os.fsync(fd)
     finally:
         os.close(fd)

@@ -77,7 +77,10 @@ class BabeldControl:
         self.cut = False  # babeld ended the connection (it does when a reader is slow)
 
     async def _next_line(self) -> str:
-        raw = await self._reader.readline()
+        try:
+            raw = await self._reader.readline()
+        except trio.BrokenResourceError as error:  # reset: babeld died meanwhile
+            raise BabeldError(f"babeld's control connection broke: {error}") from None
         if raw is None:
             raise BabeldError("babeld closed its control connection")
         if raw is TOO_LONG:
@@ -111,7 +114,10 @@ class BabeldControl:
         repeats = RepeatFilter()
         try:
             while True:
-                batch = await self._reader.readlines()
+                try:
+                    batch = await self._reader.readlines()
+                except trio.BrokenResourceError:  # a reset: as good as a close
+                    batch = None
                 if batch is None:
                     self.cut = True
                     raise ControlCut("babeld closed its control connection")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -32,6 +33,8 @@ GREETING_DEADLINE = 5.0
 # Control connections babeld may cut (it does when a write to us waits 100 ms) in one
 # session before the session counts as failed and babeld is restarted.
 CUT_LIMIT = 10
+# Before connecting again after a cut (babeld's exit, if that is what it was, shows first).
+RECONNECT_PAUSE = 0.05
 # How long a finished babeld's output may take to drain into the log and the error.
 OUTPUT_DRAIN = 1.0
 
@@ -63,8 +66,11 @@ class Session:
         launch: Launch,
         flush_routes: Callable[[], Awaitable[int]],
         counts: LineCounts | None = None,
+        started: subprocess.Popen[bytes] | None = None,
     ) -> None:
+        """`started`: a babeld already spawned with `launch` (the early start) to adopt."""
         self.launch = launch
+        self._started = started
         self._widen_failed = False
         self._counts = counts
         self._flush_routes = flush_routes
@@ -88,15 +94,19 @@ class Session:
         `on_line` gets every table line; `follow` runs once `monitor` is accepted.
         Raises EnvironmentProblem when babeld cannot be executed at all, OSError when the
         private directory went wrong under us."""
-        files = self.launch.files
-        stale = await clear_stale(files.pid, files.socket)
-        flushed = await self._flush_routes()
-        if stale or flushed:
-            log.warning("cleared babeld leftovers", stale_pid=stale, flushed_routes=flushed)
-        write_private(files.config, self.launch.config_text())
-        args = self.launch.args()
-        log.info("starting babeld", args=args)
-        process = BabeldProcess(spawn(args))
+        if self._started is not None:
+            log.info("following babeld started early", args=self.launch.args())
+            process = BabeldProcess(self._started)
+        else:
+            files = self.launch.files
+            stale = await clear_stale(files.pid, files.socket)
+            flushed = await self._flush_routes()
+            if stale or flushed:
+                log.warning("cleared babeld leftovers", stale_pid=stale, flushed_routes=flushed)
+            write_private(files.config, self.launch.config_text())
+            args = self.launch.args()
+            log.info("starting babeld", args=args)
+            process = BabeldProcess(spawn(args))
         self.process = process
         hooks.on_spawned()
         try:
@@ -153,6 +163,9 @@ class Session:
                 self._fail(BabeldError(f"babeld closed its control connection {cuts} times"))
                 return
             log.warning("babeld closed its control connection; connecting again", cuts=cuts)
+            # A babeld that is dying also closes it: give its exit the chance to end the
+            # session with the real reason before trying its socket again.
+            await trio.sleep(RECONNECT_PAUSE)
 
     def _widen_buffer(self) -> None:
         """Room for a second of babeld's lines on its side of our connection (sndbuf.py)."""

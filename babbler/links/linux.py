@@ -12,9 +12,8 @@ import errno
 import os
 import socket
 from collections.abc import AsyncIterator, Iterable
-from contextlib import asynccontextmanager, suppress
+from contextlib import asynccontextmanager
 from ipaddress import IPv6Address
-from pathlib import Path
 from typing import Any
 
 import trio
@@ -45,42 +44,17 @@ from pyroute2.netlink.rtnl.rtmsg import rtmsg
 from babbler.errors import KernelError
 from babbler.links.events import EventSocket
 from babbler.links.model import AddressChange, Link
+from babbler.links.sysfs import IFA_F_DADFAILED, IFA_F_TENTATIVE, IFF_UP, device_facts
 
-IFF_UP = 0x1
 IFA_F_NODAD = 0x02
-IFA_F_TENTATIVE = 0x40
-IFA_F_DADFAILED = 0x08
 RTPROT_BABEL = 42
 RECV_BUFFER = 1 << 20
-SYSFS_NET = Path("/sys/class/net")
-
-
-def _sysfs_facts(name: str) -> tuple[bool, bool, str | None, int | None]:
-    """(has a device, is wireless, driver name, speed in Mb/s) from sysfs; false and None
-    when sysfs is elsewhere."""
-    base = SYSFS_NET / name
-    has_device = (base / "device").exists()
-    wireless = (base / "wireless").exists() or (base / "phy80211").exists()
-    driver = None
-    with suppress(OSError):
-        driver = os.path.basename(os.readlink(base / "device" / "driver"))
-    return has_device, wireless, driver, read_speed(base / "speed")
-
-
-def read_speed(path: Path) -> int | None:
-    """A sysfs `speed` file: Mb/s, or None for -1, unknown or unreadable (EINVAL while the
-    link is down)."""
-    try:
-        value = int(path.read_text().strip())
-    except (OSError, ValueError):
-        return None
-    return value if value > 0 else None
 
 
 def _link_from(msg: Any) -> Link:
     info = msg.get_attr("IFLA_LINKINFO")
     name = msg.get_attr("IFLA_IFNAME")
-    has_device, wireless, driver, speed = _sysfs_facts(name)
+    has_device, wireless, driver, speed = device_facts(name)
     return Link(
         name=name,
         index=msg["index"],

@@ -8,6 +8,7 @@ import shutil
 import socket
 import sys
 import tempfile
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import replace
@@ -16,11 +17,14 @@ from typing import Any
 
 import trio
 
-from babbler import paths
+from babbler import paths, routerids
+from babbler.addressing import node_range
+from babbler.babeld.launch import Launch, interface_options, spawn, write_private
 from babbler.babeld.process import process_name
 from babbler.cli import load_config
 from babbler.config import Config
 from babbler.daemon import Daemon
+from babbler.early import Early
 from babbler.lines import TOO_LONG, LineReader
 from babbler.links.model import Link
 from babbler.nodeid import NodeId
@@ -54,6 +58,7 @@ class Fake:
         self.log = base / "fake.log"
         self.log.touch()
         self._kept: list[str] | None = None
+        self.early_pid: int | None = None  # the babeld spawned before the daemon, if any
 
     def keep(self) -> None:
         """Read the log into memory before its directory goes."""
@@ -124,8 +129,11 @@ async def running(
     fake_mode: str = "normal",
     chatter: str | None = None,
     real_changes: bool = False,
+    early_on: str | None = None,
     **settings: Any,
 ) -> AsyncIterator[tuple[Daemon, Fake]]:
+    """A daemon on a fake kernel with the fake babeld. `early_on`: babeld is spawned first
+    on that interface, as babblerd's early start does, for the daemon to adopt (or not)."""
     base = Path(tempfile.mkdtemp(prefix="bbc", dir="/tmp"))  # short: socket paths < 108 bytes
     fake = Fake(base)
     wrapper = base / "babeld"
@@ -144,7 +152,17 @@ async def running(
         **settings,
     )
     paths.prepare(config.run_dir, config.private_dir, config.state_dir)
-    daemon = Daemon(config, kernel, NODE, lambda: load_config({}, config.config))
+    early = None
+    if early_on is not None:
+        options = interface_options(config.hello_interval, 96, keyed=False)
+        router_id = routerids.take(config.state_dir)
+        launch = Launch.build(
+            config, None, router_id, str(node_range(NODE.value)), early_on, options
+        )
+        write_private(launch.files.config, launch.config_text())
+        early = Early(launch, spawn(launch.args()), time.monotonic())
+        fake.early_pid = early.popen.pid
+    daemon = Daemon(config, kernel, NODE, lambda: load_config({}, config.config), early=early)
     try:
         async with trio.open_nursery() as nursery:
             await nursery.start(daemon.run)
@@ -154,6 +172,8 @@ async def running(
         with trio.CancelScope(shield=True):
             while _opened:
                 await _opened.pop().aclose()
+        if early is not None:
+            early.stop()
         fake.keep()
         for pid, _ in fake.starts():
             if alive(pid):

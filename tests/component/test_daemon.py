@@ -358,3 +358,20 @@ async def test_babeld_cutting_the_connection_is_reconnected_not_restarted() -> N
         assert sorted(d.dump_lines()) == sorted(
             line for line in snapshot[:-1] if not line.startswith("add xroute")
         )
+
+
+async def test_babeld_started_early_is_adopted_not_started_again() -> None:
+    async with running(FakeKernel(veth("v1x2", 2)), early_on="v1x2", mode="always") as (d, fake):
+        await eventually(lambda: d.mesh.state == "running")
+        assert len(fake.starts()) == 1, "a second babeld was started"
+        assert d.status()["babeld"]["pid"] == fake.early_pid == fake.starts()[0][0]
+        assert d.mesh.restarts == 0 and d.my_id == d.mesh.my_id
+
+
+async def test_babeld_started_early_on_a_link_the_daemon_does_not_use_is_replaced() -> None:
+    async with running(FakeKernel(veth("v1x2", 2)), early_on="v9x9", mode="always") as (d, fake):
+        await eventually(lambda: d.mesh.state == "running")
+        assert fake.early_pid is not None and not alive(fake.early_pid), "early babeld left"
+        own_pid = d.status()["babeld"]["pid"]
+        assert own_pid is not None and own_pid != fake.early_pid
+        assert d.mesh.session is not None and d.mesh.session.launch.first_interface == "v1x2"

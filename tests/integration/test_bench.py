@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,7 +30,7 @@ def run(script: str, *args: str) -> subprocess.CompletedProcess[str]:
 @pytest.fixture(scope="module")
 def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("results")
-    for name in ("convergence", "latency", "reaction", "cost", "scale"):
+    for name in ("convergence", "latency", "reaction", "cost", "scale", "startup"):
         printed = run(f"{name}.py", "--quick", "--out", str(out / f"{name}.json")).stdout
         assert "wrote" in printed and "---" in printed  # a table, then the file
     return out
@@ -73,6 +74,14 @@ def test_scale_writes_babblerd_next_to_babeld(results: Path) -> None:
     assert babbler["idle"]["lines_in_per_s"] > babbler["idle"]["repeats_per_s"] > 0
     assert babbler["watched"]["items_out_per_s"] >= 0
     assert by_mode["babeld-same-hello"]["reachable_s"] > 0
+
+
+def test_startup_starts_babeld_early_on_a_clean_node(results: Path) -> None:
+    rows: list[dict[str, Any]] = load(results, "startup")["results"]  # type: ignore[assignment]
+    (result,) = rows
+    # Every run is a clean stop and start on settled links: babeld is spawned early.
+    assert result["started_early"] == result["runs"] == 3
+    assert 0 < result["exec_to_babeld_s"]["p50"] < 10
 
 
 def test_plot_draws_an_svg_from_the_results(results: Path, tmp_path: Path) -> None:

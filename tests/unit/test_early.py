@@ -1,0 +1,36 @@
+"""When babblerd does not start babeld before its heavy imports, and says why."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from babbler.config import Config
+from babbler.early import why_not
+from babbler.platform import IS_LINUX
+
+pytestmark = pytest.mark.skipif(not IS_LINUX, reason="the early start is Linux only")
+
+
+def config(tmp_path: Path) -> Config:
+    base = Config(run_dir=tmp_path / "run", state_dir=tmp_path / "state", babeld="sh")
+    return replace(base, mode="always")
+
+
+def test_a_clean_always_node_starts_early(tmp_path: Path) -> None:
+    assert why_not(config(tmp_path)) is None
+
+
+def test_leftovers_of_a_dead_babeld_are_left_to_the_normal_start(tmp_path: Path) -> None:
+    settings = config(tmp_path)
+    settings.private_dir.mkdir(parents=True)
+    (settings.private_dir / "babeld.pid").write_text("12345\n")
+    assert "left files" in (why_not(settings) or "")
+
+
+def test_on_demand_and_a_missing_babeld_do_not_start_early(tmp_path: Path) -> None:
+    assert why_not(replace(config(tmp_path), mode="on-demand")) == "mode on-demand"
+    missing = replace(config(tmp_path), babeld="/nonexistent/babeld")
+    assert "not found" in (why_not(missing) or "")
