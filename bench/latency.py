@@ -35,7 +35,16 @@ from babbler.lab import Lab
 
 SAMPLED = 10
 GROUPS = 2  # reader processes for the unsampled clients (this machine has 2 cores)
-RTT = re.compile(rb'rtt(?:":| )([0-9]+)\.([0-9]{3})')
+# The stamp: babeld's lines carry "rtt 1.230", watch's JSON a float ("rtt":1.23, trailing
+# zeros dropped), so one to three decimals.
+RTT = re.compile(rb'rtt(?:":| )([0-9]+)\.([0-9]{1,3})')
+
+
+def stamp(whole: bytes, decimals: bytes) -> int:
+    """The sequence number a stamped rtt carries (rtt = seq / 1000)."""
+    return int(whole) * 1000 + int(decimals.ljust(3, b"0"))
+
+
 FAKE = common.ROOT / "tests" / "fakes" / "fake_babeld.py"
 
 
@@ -113,12 +122,12 @@ def read_group(
             tails[n] = data[cut:]
             complete = data[:cut]
             if sampled:
-                seen[n].extend((int(a) * 1000 + int(b), now) for a, b in RTT.findall(complete))
+                seen[n].extend((stamp(a, b), now) for a, b in RTT.findall(complete))
             else:
                 found = RTT.findall(complete[-400:])
                 if found:
                     a, b = found[-1]
-                    last[n] = int(a) * 1000 + int(b)
+                    last[n] = stamp(a, b)
     if sampled:
         for n in seen:
             last[n] = max((s for s, _ in seen[n]), default=0)
@@ -140,7 +149,7 @@ def poll_dump(path: str, every: float, until: float, out: Any) -> None:
             data += sock.recv(1 << 16)
         now = time.monotonic_ns()
         for a, b in RTT.findall(data):
-            seen.append((int(a) * 1000 + int(b), now))
+            seen.append((stamp(a, b), now))
     sock.close()
     out.put({"sampled": True, "seen": {0: seen}, "last": {0: 0}, "cut_off": 0, "poll": True})
 

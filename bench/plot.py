@@ -166,7 +166,8 @@ def scale_panel(data: dict[str, Any], top: float) -> tuple[list[str], float]:
     y += 20
     for ref, b in pairs:
         mid = y + ROW / 2
-        out.append(label(LEFT - 8, mid + 4, f"{b['topology']} of {b['nodes']}", text_anchor="end"))
+        name = f"{b['topology']} of {b['nodes']}, hello {b.get('hello_s', 0.1):g} s"
+        out.append(label(LEFT - 8, mid + 4, name, text_anchor="end"))
         out.append(el("line", x1=LEFT, y1=mid, x2=WIDTH - RIGHT, y2=mid, stroke="#eee"))
         for _, colour, get in SCALE_SERIES:
             out.append(el("circle", cx=x(get(ref, b)), cy=mid, r=5, fill=colour, opacity=0.8))
