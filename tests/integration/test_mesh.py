@@ -18,6 +18,7 @@ from babbler.client import Connection
 from babbler.lab.processes import alive as _alive
 from babbler.state import is_usable
 from tests.integration.helpers import WAIT, LabFactory, mesh_addresses, until
+from tests.schemas import check_status, check_watch
 
 pytestmark = pytest.mark.integration
 
@@ -33,6 +34,8 @@ def test_three_node_line_routes_and_pings_end_to_end(make_lab: LabFactory) -> No
         assert any(IPv6Address(p.split("/")[0]) in other for p in usable), (other, usable)
     far = lab.status(lab.nodes[2])["addresses"][0]["address"]
     assert lab.ping(lab.nodes[0], far)
+    for node in lab.nodes:  # real babeld's table, through the documented schema
+        check_status(lab.status(node))
 
 
 def test_stale_mesh_addresses_are_flushed_and_foreign_ones_kept(make_lab: LabFactory) -> None:
@@ -106,7 +109,9 @@ def test_on_demand_mesh_runs_while_watched_and_stops_after_linger(make_lab: LabF
     try:
         for watcher in watchers:
             watcher.send("watch")
-            assert json.loads(watcher.readline())["type"] == "snapshot"
+            snapshot = json.loads(watcher.readline())
+            assert snapshot["type"] == "snapshot"
+            check_watch(snapshot)
         lab.wait_reachable(WAIT)
         babeld = [lab.status(n)["babeld"]["pid"] for n in lab.nodes]
     finally:
