@@ -53,6 +53,13 @@ def node_address(node_id: int) -> IPv6Address:
     return node_range(node_id).network_address
 
 
+def node_id_of(address: IPv6Address) -> int | None:
+    """The node whose range holds `address`, or None outside the node subnet."""
+    if address not in NODE_SUBNET:
+        return None
+    return (int(address) >> 16) & ((1 << NODE_ID_BITS) - 1)
+
+
 def interface_address(node_id: int, index: int) -> IPv6Address:
     """Address number `index` (1..65534) of the node's range."""
     if not FIRST_INDEX <= index <= LAST_INDEX:

@@ -34,6 +34,12 @@ MAX_HELLO_INTERVAL = 600.0
 MIN_HELLO_INTERVAL = 0.02
 
 
+# Node info (DESIGN.md "Node info over the mesh"): not babel's 6696.
+DEFAULT_INFO_PORT = 6698
+MAX_NAME = 64
+MAX_INFO_FIELDS = 4096  # the user fields, so that an answer stays under its 16 KiB cap
+
+
 @dataclass(frozen=True)
 class Config:
     run_dir: Path = DEFAULT_RUN_DIR
@@ -52,6 +58,9 @@ class Config:
     skip_kernel_setup: bool = False
     cost: tuple[tuple[str, int], ...] = ()  # (interface glob, babeld rxcost), first match wins
     key_file: Path | None = None  # the mesh key (read by the command line, never logged)
+    name: str | None = None  # the node's name in node info; None: the host name
+    info_port: int = DEFAULT_INFO_PORT  # TCP port of node info on the node address; 0: off
+    info: tuple[tuple[str, str | int | float | bool], ...] = ()  # user fields of node info
 
     @property
     def socket_path(self) -> Path:
@@ -116,22 +125,26 @@ def _babeld(key: str, value: Any) -> str:
     return value
 
 
+def _pairs(key: str, value: Any, left: str, right: str) -> list[tuple[Any, Any]]:
+    """A file table {LEFT = right}, or `LEFT=RIGHT` strings (repeated flags, a file list)."""
+    if isinstance(value, dict):
+        return list(value.items())
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list | tuple):
+        raise ConfigError(f"{key}: expected {left}={right} or a table of {left} = {right}")
+    pairs = []
+    for item in items:
+        name, sep, text = str(item).partition("=")
+        if not sep:
+            raise ConfigError(f"{key}: expected {left}={right}, got {item!r}")
+        pairs.append((name.strip(), text.strip()))
+    return pairs
+
+
 def _costs(key: str, value: Any) -> tuple[tuple[str, int], ...]:
     """`GLOB=N` strings (flags, or a list in the file), or a file table {GLOB = N}."""
-    if isinstance(value, dict):
-        pairs = list(value.items())
-    else:
-        items = [value] if isinstance(value, str) else value
-        if not isinstance(items, list | tuple):
-            raise ConfigError(f"{key}: expected GLOB=N or a table of GLOB = N")
-        pairs = []
-        for item in items:
-            glob, sep, number = str(item).partition("=")
-            if not sep:
-                raise ConfigError(f"{key}: expected GLOB=N, got {item!r}")
-            pairs.append((glob.strip(), number.strip()))
     out = []
-    for glob, number in pairs:
+    for glob, number in _pairs(key, value, "GLOB", "N"):
         _globs(key, [glob])
         try:
             cost = int(number)
@@ -144,6 +157,39 @@ def _costs(key: str, value: Any) -> tuple[tuple[str, int], ...]:
                 f"{key}: cost of {glob!r} must be 1 to {MAX_OVERRIDE}, got {number!r}"
             )
         out.append((glob, cost))
+    return tuple(out)
+
+
+def _name(key: str, value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{key}: expected a name, got {value!r}")
+    if len(value) > MAX_NAME or not value.isprintable():
+        raise ConfigError(f"{key}: at most {MAX_NAME} printable characters, got {value!r}")
+    return value
+
+
+def _port(key: str, value: Any) -> int:
+    try:
+        port = int(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{key}: expected a TCP port (0 turns it off), got {value!r}") from None
+    if isinstance(value, bool | float) or not 0 <= port <= 65535:
+        raise ConfigError(f"{key}: expected a TCP port 1-65535, or 0 for off, got {value!r}")
+    return port
+
+
+def _info(key: str, value: Any) -> tuple[tuple[str, str | int | float | bool], ...]:
+    """`KEY=VALUE` strings (flags) or a file table {KEY = value}: the user fields of node
+    info, small enough that the answer stays under its cap."""
+    out: list[tuple[str, str | int | float | bool]] = []
+    for name, field_value in _pairs(key, value, "KEY", "VALUE"):
+        if not isinstance(name, str) or not name or len(name) > 64 or not name.isprintable():
+            raise ConfigError(f"{key}: not a field name: {name!r}")
+        if not isinstance(field_value, str | int | float | bool):
+            raise ConfigError(f"{key}: {name} must be text, a number or true/false")
+        out.append((name, field_value))
+    if len(repr(out)) > MAX_INFO_FIELDS:
+        raise ConfigError(f"{key}: the fields take more than {MAX_INFO_FIELDS} bytes")
     return tuple(out)
 
 
@@ -252,6 +298,29 @@ SETTINGS: tuple[Setting, ...] = (
         "mesh key file (0600; make one with `babblerctl keygen FILE`): only nodes with the "
         "same key are neighbours [default: none, any node may join]",
         metavar="PATH",
+    ),
+    Setting(
+        "name",
+        _name,
+        "this node's name in node info and `babblerctl nodes` [default: the host name]",
+        reloadable=True,
+        metavar="NAME",
+    ),
+    Setting(
+        "info-port",
+        _port,
+        "TCP port where other nodes read this node's info, on its node address, from the "
+        f"mesh only; 0 turns it off [default: {DEFAULT_INFO_PORT}]",
+        metavar="PORT",
+    ),
+    Setting(
+        "info",
+        _info,
+        "a field of this node's info (repeatable; config: a table "
+        '[info] role = "worker") [default: none]',
+        reloadable=True,
+        metavar="KEY=VALUE",
+        repeatable=True,
     ),
     Setting(
         "log-format",

@@ -19,7 +19,8 @@ from typing import Any
 import structlog
 import trio
 
-from babbler import __version__, views
+from babbler import __version__, infoserver, nodeinfo, views
+from babbler.addressing import node_address
 from babbler.addrplan import IndexBook, plan, wanted_addresses
 from babbler.babeld.launch import Launch, interface_options
 from babbler.config import Config, reloaded
@@ -78,6 +79,8 @@ class Daemon:
         self._published: dict[str, Any] = {}
         self._collision_check = trio.Event()
         self._unmatched: list[str] = []
+        self._started = 0.0  # trio time at run()
+        self._info_scope: trio.CancelScope | None = None
 
     # -- what clients read (requests.View) -----------------------------------------------------
 
@@ -187,6 +190,33 @@ class Daemon:
             self.interface_options(first),
         )
 
+    # -- node info -----------------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return self.config.name or socket.gethostname()
+
+    def info_answer(self) -> bytes:
+        """This node's info, as other nodes read it (nodeinfo.py)."""
+        value = nodeinfo.answer(
+            self.facts(),
+            self.name,
+            self.config.info,
+            trio.current_time() - self._started,
+            node_address(self.node_id),
+        )
+        return nodeinfo.encode(value)
+
+    async def _serve_info(self) -> None:
+        """The info service on the node address while the mesh runs; moved to the new
+        address when the node id changes."""
+        while True:
+            with trio.CancelScope() as scope:
+                self._info_scope = scope
+                await infoserver.serve(
+                    self.config.info_port, node_address(self.node_id), self.info_answer
+                )
+
     def _adopt(self) -> tuple[Launch, subprocess.Popen[bytes]] | None:
         """The babeld started early, once: adopted when its link is usable in the netlink
         view too, else stopped (the daemon then starts its own)."""
@@ -255,6 +285,8 @@ class Daemon:
             if not self.identity.collision_due(self.mesh.my_id, trio.current_time()):
                 continue
             self.identity.reroll()
+            if self._info_scope is not None:
+                self._info_scope.cancel()  # serve on the new node address
             self.book.forget_all()
             self.mesh.restart_babeld("node id changed")
             await self.refresh()
@@ -304,6 +336,8 @@ class Daemon:
             await self._set_active(True)
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self.mesh.run_while_active)
+                if self.config.info_port:
+                    nursery.start_soon(self._serve_info)
                 await self._until_released()
                 nursery.cancel_scope.cancel()
             await self._set_active(False)
@@ -327,6 +361,7 @@ class Daemon:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Serve until cancelled; on the way out babeld is stopped and our addresses removed."""
         public = PublicSocket(self.config.socket_path)  # first: a bad path touches nothing
+        self._started = trio.current_time()
         try:
             async with trio.open_nursery() as nursery:
                 await self.refresh()

@@ -26,6 +26,7 @@ def _validator(name: str) -> Draft202012Validator:
 
 STATUS = _validator("status.schema.json")
 WATCH = _validator("watch-event.schema.json")
+NODE_INFO = _validator("node-info.schema.json")
 
 
 def check_status(value: Any) -> None:
@@ -35,3 +36,7 @@ def check_status(value: Any) -> None:
 
 def check_watch(value: Any) -> None:
     WATCH.validate(value)
+
+
+def check_node_info(value: Any) -> None:
+    NODE_INFO.validate(value)

@@ -134,6 +134,7 @@ class Lab:
             *("ip", "netns", "exec", node.netns, *prefix, sys.executable, "-m", "babbler.cli"),
             *("--run-dir", str(node.run_dir), "--state-dir", str(node.state_dir)),
             *("--interface", LINK_GLOB, "--log-format", "json"),
+            *("--name", node.name),  # the namespaces share one host name
             *self.daemon_args,
             *(extra or []),
         ]

@@ -1,5 +1,9 @@
 """babeld 1.12.1 control lines as recorded (BABELD.md), for the parser's tests."""
 
+from babbler.babeld.protocol import TableLine, parse_line
+from babbler.state import MeshTable
+
+
 RECORDED = [
     "add interface v1x2 up true ipv6 fe80::a442:d9ff:feb1:c043",
     "add neighbour 561fe7d982e0 address fe80::e041:5dff:fecc:98a1 if v1x2 reach f800 "
@@ -13,3 +17,13 @@ RECORDED = [
     "flush route 561fe7d994c0 prefix fde0:20c6:1fa7:ffff:2::1/128 from ::/0 installed no "
     "id 6c:f3:a1:86:c8:ca:f5:00 metric 65535 refmetric 0 via fe80::e041:5dff:fecc:98a1 if v1x2",
 ]
+
+
+def table_of(*texts: str) -> MeshTable:
+    """A mesh table made of these babeld lines."""
+    table = MeshTable()
+    for text in texts:
+        line = parse_line(text)
+        assert isinstance(line, TableLine)
+        table.apply(line)
+    return table

@@ -98,6 +98,8 @@ def test_one_table_defines_every_setting_its_flag_and_its_reloadability() -> Non
     for setting in SETTINGS:
         assert f"--{setting.key}" in shown, setting.key
     assert {s.key for s in SETTINGS if s.reloadable} == {
+        "name",
+        "info",
         "mode",
         "linger",
         "interface",
@@ -138,3 +140,29 @@ def test_cost_table_in_the_file(tmp_path: Path) -> None:
 def test_bad_costs_name_the_problem(tmp_path: Path, value: object, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         build({"cost": value}, write(tmp_path, ""))
+
+
+def test_node_info_settings_from_flags_and_file(tmp_path: Path) -> None:
+    path = tmp_path / "babblerd.toml"
+    path.write_text('name = "worker-3"\ninfo-port = 7000\n[info]\nrole = "worker"\ngpus = 8\n')
+    config = build({"info": ("rack=a2",)}, path)
+    assert config.name == "worker-3" and config.info_port == 7000
+    assert config.info == (("rack", "a2"),)  # a flag replaces the file's table
+    assert build({}, path).info == (("role", "worker"), ("gpus", 8))
+    assert build({}).info_port == 6698 and build({}).name is None
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        ({"info-port": "70000"}, "info-port: expected a TCP port 1-65535, or 0 for off"),
+        ({"info-port": "http"}, "info-port: expected a TCP port"),
+        ({"name": ""}, "name: expected a name"),
+        ({"name": "a\tb"}, "name: at most 64 printable characters"),
+        ({"info": ("role",)}, "info: expected KEY=VALUE"),
+        ({"info": ("big=" + "x" * 5000,)}, "info: the fields take more than 4096 bytes"),
+    ],
+)
+def test_bad_node_info_settings_are_named(flags: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        build(flags)

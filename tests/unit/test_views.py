@@ -9,21 +9,12 @@ from babbler import views
 from babbler.babeld.protocol import TableLine, parse_line
 from babbler.links.model import Link, Selector
 from babbler.state import MeshTable
-from tests.unit.recorded import RECORDED
+from tests.unit.recorded import RECORDED, table_of
 
 NODE = 0x1A2B3C4D5E6F
 MINE = IPv6Address("fde0:20c6:1fa7:ffff:1a2b:3c4d:5e6f:1")
 OTHERS = IPv6Address("fde0:20c6:1fa7:ffff:aaaa:bbbb:cccc:1")
 NODE_ADDRESS = IPv6Address("fde0:20c6:1fa7:ffff:1a2b:3c4d:5e6f:0")
-
-
-def table_of(*texts: str) -> MeshTable:
-    table = MeshTable()
-    for text in texts:
-        line = parse_line(text)
-        assert isinstance(line, TableLine)
-        table.apply(line)
-    return table
 
 
 def facts(**changes: object) -> views.Facts:

@@ -1,0 +1,92 @@
+"""Node info over the mesh, with real babeld: a peer reads a node's info on its node
+address; garbage gets `bad request`; a flood of connections from a neighbour leaves the
+daemon, its descriptors and its own clients fine."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+from babbler.config import DEFAULT_INFO_PORT
+from babbler.infoserver import MAX_CONNECTIONS
+from babbler.lab import Lab, Node
+from tests.integration.helpers import WAIT, LabFactory, stats, until
+from tests.schemas import check_node_info
+
+
+def ask(lab: Lab, source: Node, address: str, request: bytes) -> bytes:
+    """Connect from `source`'s namespace to ADDRESS:6698, send `request`, read to the end."""
+    script = textwrap.dedent(
+        f"""
+        import socket, sys
+        s = socket.create_connection(({address!r}, {DEFAULT_INFO_PORT}), timeout=10)
+        s.sendall({request!r})
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+        sys.stdout.buffer.write(data)
+        """
+    )
+    return lab.exec(source, sys.executable, "-c", script).stdout.encode()
+
+
+def test_a_peer_reads_a_nodes_info_over_the_mesh(make_lab: LabFactory) -> None:
+    lab = make_lab(2, "line")
+    n1, n2 = lab.nodes
+    lab.wait_reachable(WAIT)
+    me, peer = lab.status(n1), lab.status(n2)
+    info: dict[str, object] = {}
+
+    def answered() -> bool:
+        info.update(json.loads(ask(lab, n2, me["node_address"], b"info\n")))
+        neighbours = info["neighbours"]
+        return isinstance(neighbours, list) and neighbours[0]["node_id"] == peer["node_id"]
+
+    until(answered, what="n1's info naming n2 as its neighbour")
+    check_node_info(info)
+    assert info["node_id"] == me["node_id"] and info["name"] == "n1"
+    assert info["node_address"] == me["node_address"]
+    assert info["interfaces"] == [
+        {"name": "v1x2", "kind": "other", "speed_mbps": 10000, "cost": 32}
+    ]
+    assert ask(lab, n2, me["node_address"], b"GET / HTTP/1.0\r\n\r\n") == b"bad request\n"
+
+
+def test_a_flood_of_connections_from_a_neighbour_is_bounded(make_lab: LabFactory) -> None:
+    lab = make_lab(2, "line")
+    n1, n2 = lab.nodes
+    lab.wait_reachable(WAIT)
+    address = lab.status(n1)["node_address"]
+    until(lambda: ask(lab, n2, address, b"info\n").startswith(b"{"), what="info served")
+    base = stats(n1)
+    # 1,000 connections held open at once, sending nothing (a slow sender, times 1,000).
+    script = textwrap.dedent(
+        f"""
+        import socket, time
+        socks = []
+        for _ in range(1000):
+            s = socket.socket(socket.AF_INET6)
+            s.setblocking(False)
+            try:
+                s.connect(({address!r}, {DEFAULT_INFO_PORT}, 0, 0))
+            except BlockingIOError:
+                pass
+            socks.append(s)
+        time.sleep(1.0)
+        print(len(socks))
+        time.sleep(3.0)
+        """
+    )
+    command = ["ip", "netns", "exec", n2.netns, sys.executable, "-u", "-c", script]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as flood:
+        assert flood.stdout is not None
+        assert flood.stdout.readline().strip() == "1000"  # all 1,000 held open now
+        during = stats(n1)
+        assert during["open_fds"] <= base["open_fds"] + MAX_CONNECTIONS + 8, (base, during)
+        assert lab.status(n1)["mesh"] == "running"  # its own clients are answered
+        flood.wait(30)
+    until(lambda: stats(n1)["open_fds"] <= base["open_fds"] + 1, what="descriptors back")
+    # The flood spent n2's allowance (2 a second, bursts of 10); it comes back.
+    until(lambda: ask(lab, n2, address, b"info\n").startswith(b"{"), what="answered again")
