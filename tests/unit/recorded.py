@@ -3,7 +3,6 @@
 from babbler.babeld.protocol import TableLine, parse_line
 from babbler.state import MeshTable
 
-
 RECORDED = [
     "add interface v1x2 up true ipv6 fe80::a442:d9ff:feb1:c043",
     "add neighbour 561fe7d982e0 address fe80::e041:5dff:fecc:98a1 if v1x2 reach f800 "
