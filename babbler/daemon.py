@@ -19,11 +19,11 @@ from typing import Any
 import structlog
 import trio
 
-from babbler import __version__, infoserver, nodeinfo, views
-from babbler.addressing import node_address
+from babbler import __version__, infoclient, infoserver, nodeinfo, views
+from babbler.addressing import format_node_id, node_address
 from babbler.addrplan import IndexBook, plan, wanted_addresses
 from babbler.babeld.launch import Launch, interface_options
-from babbler.config import Config, reloaded
+from babbler.config import DEFAULT_INFO_PORT, Config, reloaded
 from babbler.early import Early
 from babbler.errors import ConfigError, KernelError
 from babbler.fanout import Hub
@@ -35,11 +35,19 @@ from babbler.log import configure as configure_logging
 from babbler.mesh import Fact, Mesh, MeshHost
 from babbler.meshkey import MeshKey
 from babbler.nodeid import NodeId
+from babbler.nodes import NodeBook
+from babbler.nodes import events as nodes_events
 from babbler.server import PublicSocket
 from babbler.state import Applied
 from babbler.sync import Signal
 
 log = structlog.get_logger("babbler.daemon")
+
+# Other nodes asked for their info at once, at most.
+ASKS = 8
+# After a route change, this long before the node picture is recomputed (changes come in
+# bursts; the picture is for people and programs, not for routing).
+NODES_COALESCE = 0.2
 
 
 class Daemon:
@@ -80,6 +88,9 @@ class Daemon:
         self._collision_check = trio.Event()
         self._unmatched: list[str] = []
         self._started = 0.0  # trio time at run()
+        self.nodes = NodeBook(node.value)
+        self._routes_changed = trio.Event()
+        self._nodes_published: list[dict[str, Any]] = []
         self._info_scope: trio.CancelScope | None = None
 
     # -- what clients read (requests.View) -----------------------------------------------------
@@ -144,6 +155,8 @@ class Daemon:
             clients=sum(1 for c in self.hub.clients if c is not asker),
             costs=self.config.cost,
             keyed=self.key is not None,
+            name=self.name,
+            nodes=tuple(self.nodes.view(trio.current_time())),
         )
 
     def status(self, asker: object = None) -> dict[str, Any]:
@@ -163,6 +176,7 @@ class Daemon:
         if fact.entry.kind == "route":
             self.identity.observe(fact, self.mesh.my_id, trio.current_time())
             self._collision_check.set()  # a candidate's hold may start or end
+            self._routes_changed.set()
 
     def _publish_node(self) -> None:
         """Send `watch` clients the node-level facts that changed."""
@@ -216,6 +230,50 @@ class Daemon:
                 await infoserver.serve(
                     self.config.info_port, node_address(self.node_id), self.info_answer
                 )
+
+    async def _follow_nodes(self) -> None:
+        """Ask every routed node for its info when its route appears and every REFRESH
+        seconds (ASKS at a time); publish `node` events as the picture changes."""
+        limiter = trio.CapacityLimiter(ASKS)
+        try:
+            async with trio.open_nursery() as asks:
+                while True:
+                    now = trio.current_time()
+                    self.nodes.me = self.node_id
+                    self.nodes.update_routes(views.entries(self.mesh.table, "route"), now)
+                    for node in self.nodes.due(now):
+                        self.nodes.asking(node, now)
+                        asks.start_soon(self._ask_node, node, limiter)
+                    self._publish_nodes()
+                    wake = self.nodes.next_due()
+                    with trio.move_on_at(math.inf if wake is None else wake):
+                        await self._routes_changed.wait()
+                    self._routes_changed = trio.Event()
+                    await trio.sleep(NODES_COALESCE)  # route changes come in bursts
+        finally:
+            self.nodes.update_routes([], trio.current_time())  # the mesh stopped
+            self._publish_nodes()
+
+    async def _ask_node(self, node: int, limiter: trio.CapacityLimiter) -> None:
+        async with limiter:
+            try:
+                info = await infoclient.ask(
+                    node_address(node), self.config.info_port or DEFAULT_INFO_PORT
+                )
+            except infoclient.AskFailed as error:
+                self.nodes.failed(node, str(error))
+            else:
+                if info.get("node_id") == format_node_id(node):
+                    self.nodes.answered(node, info, trio.current_time())
+                else:
+                    self.nodes.failed(node, "answered with another node id")
+        self._routes_changed.set()
+
+    def _publish_nodes(self) -> None:
+        current = self.nodes.view(trio.current_time())
+        for event in nodes_events(self._nodes_published, current):
+            self.hub.publish_event(event)
+        self._nodes_published = current
 
     def _adopt(self) -> tuple[Launch, subprocess.Popen[bytes]] | None:
         """The babeld started early, once: adopted when its link is usable in the netlink
@@ -338,6 +396,7 @@ class Daemon:
                 nursery.start_soon(self.mesh.run_while_active)
                 if self.config.info_port:
                     nursery.start_soon(self._serve_info)
+                nursery.start_soon(self._follow_nodes)
                 await self._until_released()
                 nursery.cancel_scope.cancel()
             await self._set_active(False)

@@ -35,6 +35,8 @@ class Facts:
     clients: int  # connections other than the one asking
     costs: Overrides = ()
     keyed: bool = False  # a mesh key is configured (never the key itself)
+    name: str = ""  # this node's name (node info)
+    nodes: tuple[dict[str, Any], ...] = ()  # the other nodes (nodes.NodeBook.view)
 
 
 def addresses(facts: Facts) -> list[dict[str, str]]:
@@ -97,6 +99,8 @@ def status(facts: Facts) -> dict[str, Any]:
         "node_id_persist_error": facts.node_id_persist_error,
         "keyed": facts.keyed,
         "unmatched_globs": unmatched_globs(facts.links, facts.selector),
+        "name": facts.name,
+        "nodes": list(facts.nodes),
     }
 
 

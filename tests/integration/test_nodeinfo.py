@@ -9,11 +9,12 @@ import subprocess
 import sys
 import textwrap
 
+from babbler.client import Connection
 from babbler.config import DEFAULT_INFO_PORT
 from babbler.infoserver import MAX_CONNECTIONS
 from babbler.lab import Lab, Node
 from tests.integration.helpers import WAIT, LabFactory, stats, until
-from tests.schemas import check_node_info
+from tests.schemas import check_node_info, check_status, check_watch
 
 
 def ask(lab: Lab, source: Node, address: str, request: bytes) -> bytes:
@@ -90,3 +91,40 @@ def test_a_flood_of_connections_from_a_neighbour_is_bounded(make_lab: LabFactory
     until(lambda: stats(n1)["open_fds"] <= base["open_fds"] + 1, what="descriptors back")
     # The flood spent n2's allowance (2 a second, bursts of 10); it comes back.
     until(lambda: ask(lab, n2, address, b"info\n").startswith(b"{"), what="answered again")
+
+
+def test_status_lists_the_other_nodes_by_name_and_follows_a_pulled_link(
+    make_lab: LabFactory,
+) -> None:
+    lab = make_lab(3, "line")
+    n1, n2, _ = lab.nodes
+    lab.wait_reachable(WAIT)
+    ids = {lab.status(n)["node_id"]: n.name for n in lab.nodes}
+
+    def listed() -> bool:
+        nodes = lab.status(n1)["nodes"]
+        return sorted((n["name"], n["reachable"]) for n in nodes) == [
+            ("n2", True),
+            ("n3", True),
+        ]
+
+    until(listed, what="n2 and n3 listed by name on n1")
+    status = lab.status(n1)
+    check_status(status)
+    assert status["name"] == "n1"
+    by_name = {n["name"]: n for n in status["nodes"]}
+    assert {ids[n["node_id"]] for n in status["nodes"]} == {"n2", "n3"}
+    assert by_name["n2"]["metric"] < by_name["n3"]["metric"]  # one hop, then two
+    assert by_name["n3"]["interface"] == "v1x2" and by_name["n3"]["info"] == {}
+    with Connection(n1.socket) as watcher:
+        watcher.send("watch")
+        watcher.readline()  # the snapshot
+        lab.exec(n2, "ip", "link", "set", "v2x3", "down")
+        while True:  # n3 goes down for n1; n2 stays
+            event = json.loads(watcher.readline())
+            if event["type"] == "node":
+                check_watch(event)
+                assert event["action"] != "down" or event["node"]["name"] == "n3", event
+                if event["action"] == "down":
+                    break
+    assert [n["reachable"] for n in lab.status(n1)["nodes"]] == [True, False]  # n2, then n3

@@ -44,6 +44,8 @@ STATUS: dict[str, Any] = {
     "node_id_persist_error": None,
     "keyed": False,
     "unmatched_globs": [],
+    "name": "n1",
+    "nodes": [],
 }
 
 

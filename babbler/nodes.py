@@ -1,0 +1,171 @@
+"""The other nodes of the mesh, by machine: which are routed, what their node info said, and
+when to ask them again. Pure: the daemon feeds routes and answers, and asks `due()` whom to
+fetch; `view()` is `status.nodes`, `events()` the `watch` events between two views.
+
+A node is routed when babeld has a usable route to its node address (range | 0, which every
+babblerd announces while its mesh runs). It is asked for its info when that route appears,
+then every REFRESH seconds; a failed ask is retried after RETRY seconds. A node that loses its
+route stays listed, unreachable, for FORGET seconds (a cable pulled and put back keeps its
+name), then is forgotten.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from ipaddress import IPv6Network
+from typing import Any
+
+from babbler.addressing import format_node_id, node_address, node_id_of
+from babbler.state import is_usable
+
+REFRESH = 60.0
+RETRY = 5.0
+FORGET = 600.0
+
+
+@dataclass
+class Known:
+    """One other node as this one knows it."""
+
+    node_id: int
+    route: dict[str, Any] | None = None  # the usable route to its node address, if any
+    info: dict[str, Any] | None = None  # its last answer
+    fetched_at: float | None = None  # when `info` came
+    asked_at: float | None = None  # when it was last asked (answered or not)
+    error: str | None = None  # why the last ask failed
+    lost_at: float | None = None  # when its route went away
+    in_flight: bool = False  # being asked now
+
+
+def routed(routes: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    """Node id -> the usable route to its node address, from `status.routes`-like views."""
+    out: dict[int, dict[str, Any]] = {}
+    for route in routes:
+        prefix = route.get("prefix")
+        if not prefix or not is_usable(route):
+            continue
+        try:
+            network = IPv6Network(prefix, strict=False)
+        except ValueError:
+            continue
+        node = node_id_of(network.network_address)
+        if (
+            node is not None
+            and network.prefixlen == 128
+            and network.network_address == (node_address(node))
+        ):
+            out[node] = route
+    return out
+
+
+@dataclass
+class NodeBook:
+    me: int
+    nodes: dict[int, Known] = field(default_factory=dict)
+
+    def update_routes(self, routes: list[dict[str, Any]], now: float) -> None:
+        live = routed(routes)
+        live.pop(self.me, None)
+        for node, route in live.items():
+            known = self.nodes.setdefault(node, Known(node))
+            if known.route is None:  # (re)appeared: ask at once
+                known.asked_at = None
+            known.route, known.lost_at = route, None
+        for known in list(self.nodes.values()):
+            if known.node_id not in live and known.route is not None:
+                known.route, known.lost_at = None, now
+            if known.lost_at is not None and now - known.lost_at >= FORGET:
+                del self.nodes[known.node_id]
+
+    @staticmethod
+    def _due_at(known: Known) -> float | None:
+        """When to ask this node next: at once (-inf), at a time, or None (not routed)."""
+        if known.route is None or known.in_flight:
+            return None
+        if known.asked_at is None:
+            return float("-inf")
+        if known.error is not None:
+            return known.asked_at + RETRY
+        if known.fetched_at is not None:
+            return known.fetched_at + REFRESH
+        return None
+
+    def due(self, now: float) -> list[int]:
+        """Routed nodes to ask now."""
+        return [
+            known.node_id
+            for known in self.nodes.values()
+            if (at := self._due_at(known)) is not None and at <= now
+        ]
+
+    def next_due(self) -> float | None:
+        """When `due` will next name a node (None: only a route change will)."""
+        times = [at for known in self.nodes.values() if (at := self._due_at(known)) is not None]
+        return min(times, default=None)
+
+    def asking(self, node: int, now: float) -> None:
+        if node in self.nodes:
+            self.nodes[node].asked_at, self.nodes[node].in_flight = now, True
+
+    def answered(self, node: int, info: dict[str, Any], now: float) -> None:
+        if node in self.nodes:
+            known = self.nodes[node]
+            known.info, known.fetched_at, known.error = info, now, None
+            known.in_flight = False
+
+    def failed(self, node: int, error: str) -> None:
+        if node in self.nodes:
+            self.nodes[node].error, self.nodes[node].in_flight = error, False
+
+    def view(self, now: float) -> list[dict[str, Any]]:
+        """`status.nodes`: every other node known, reachable ones first, by name."""
+        out = []
+        for known in self.nodes.values():
+            info = known.info or {}
+            route = known.route or {}
+            out.append(
+                {
+                    "node_id": format_node_id(known.node_id),
+                    "name": info.get("name"),
+                    "node_address": str(node_address(known.node_id)),
+                    "reachable": known.route is not None,
+                    "metric": route.get("metric"),
+                    "interface": route.get("interface"),
+                    "via": route.get("via"),
+                    "version": info.get("version"),
+                    "info": info.get("info", {}),
+                    "info_age_s": (
+                        None if known.fetched_at is None else round(now - known.fetched_at, 1)
+                    ),
+                    "error": known.error,
+                }
+            )
+        out.sort(key=lambda n: (not n["reachable"], n["name"] or "~", n["node_id"]))
+        return out
+
+
+def events(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`watch` events between two `view`s: a node up (newly reachable), down (route lost or
+    forgotten), or changed (name, metric, path or info), ages aside."""
+
+    def key(view: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in view.items() if k not in ("info_age_s", "error")}
+
+    old = {n["node_id"]: n for n in before}
+    new = {n["node_id"]: n for n in after}
+    out = []
+    for node_id, view in new.items():
+        was = old.get(node_id)
+        if was is None or (view["reachable"] and not was["reachable"]):
+            action = "up" if view["reachable"] else "down"
+        elif was["reachable"] and not view["reachable"]:
+            action = "down"
+        elif key(was) != key(view):
+            action = "changed"
+        else:
+            continue
+        out.append({"type": "node", "action": action, "node": view})
+    for node_id, view in old.items():
+        if node_id not in new:
+            out.append({"type": "node", "action": "down", "node": {**view, "reachable": False}})
+    return out
