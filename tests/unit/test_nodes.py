@@ -1,0 +1,69 @@
+"""The other nodes, pure: who is routed, when to ask, what status and watch show."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from babbler.addressing import format_node_id, interface_address, node_address
+from babbler.nodes import FORGET, REFRESH, RETRY, NodeBook, events, routed
+
+ME, A, B = 0x1, 0xA, 0xB
+
+
+def route(node: int, metric: int = 32, address: Any = None) -> dict[str, Any]:
+    target = node_address(node) if address is None else address
+    return {
+        "prefix": f"{target}/128",
+        "router_id": "02:00:00:00:00:00:00:0a",
+        "metric": metric,
+        "refmetric": 0,
+        "installed": True,
+        "via": "fe80::2",
+        "interface": "v1x2",
+    }
+
+
+def test_a_node_is_routed_by_its_node_address_only() -> None:
+    link_only = route(B, address=interface_address(B, 1))
+    retracted = {**route(B), "metric": 65535}
+    assert set(routed([route(A), link_only, retracted])) == {A}
+
+
+def test_asked_when_routed_again_after_refresh_or_retry_and_never_twice_at_once() -> None:
+    book = NodeBook(ME)
+    book.update_routes([route(A), route(ME)], now=0.0)
+    assert book.due(0.0) == [A]  # never ourselves
+    book.asking(A, 0.0)
+    assert book.due(100.0) == []  # in flight
+    book.failed(A, "no answer within 5 s")
+    assert book.next_due() == RETRY and book.due(RETRY) == [A]
+    book.asking(A, RETRY)
+    book.answered(A, {"name": "a", "node_id": format_node_id(A)}, RETRY + 1)
+    assert book.next_due() == RETRY + 1 + REFRESH and book.due(RETRY + 2) == []
+    book.update_routes([], now=20.0)  # route lost: not asked
+    assert book.due(1000.0) == [] and book.next_due() is None
+    book.update_routes([route(A)], now=30.0)  # back: asked at once
+    assert book.due(30.0) == [A]
+
+
+def test_the_view_and_its_events() -> None:
+    book = NodeBook(ME)
+    book.update_routes([route(A, 64), route(B, 32)], now=0.0)
+    book.answered(A, {"name": "alpha", "version": "0.1.0", "info": {"role": "w"}}, 1.0)
+    first = book.view(2.0)
+    assert [n["name"] for n in first] == ["alpha", None]  # named first, then by node id
+    assert first[0]["info"] == {"role": "w"} and first[0]["info_age_s"] == 1.0
+    assert [e["action"] for e in events([], first)] == ["up", "up"]
+    assert events(first, book.view(50.0)) == []  # only ages changed
+    book.update_routes([route(A, 96), route(B, 32)], now=60.0)
+    changed = events(first, book.view(60.0))
+    assert [(e["action"], e["node"]["name"]) for e in changed] == [("changed", "alpha")]
+    before = book.view(65.0)
+    book.update_routes([route(B, 32)], now=70.0)
+    lost = book.view(70.0)
+    assert [(n["name"], n["reachable"]) for n in lost] == [(None, True), ("alpha", False)]
+    assert [(e["action"], e["node"]["name"]) for e in events(before, lost)] == [("down", "alpha")]
+    book.update_routes([route(B, 32)], now=70.0 + FORGET)
+    assert [n["node_id"] for n in book.view(70.0 + FORGET)] == [format_node_id(B)]
+    gone = events(lost, book.view(70.0 + FORGET))
+    assert [(e["action"], e["node"]["reachable"]) for e in gone] == [("down", False)]
