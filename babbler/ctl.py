@@ -34,12 +34,55 @@ def _speed(mbps: int | None) -> str:
     return f"{mbps / 1000:g}G" if mbps >= 1000 else f"{mbps}M"
 
 
+def _next_hops(nodes: list[dict[str, Any]]) -> dict[str, str]:
+    """Node id -> the name (or id) of the node its route goes through first: the reachable
+    node with the lowest metric on the same link and neighbour (that neighbour itself)."""
+    first: dict[tuple[Any, Any], dict[str, Any]] = {}
+    for node in nodes:
+        if node["reachable"] and node["metric"] is not None:
+            key = (node["interface"], node["via"])
+            if key not in first or node["metric"] < first[key]["metric"]:
+                first[key] = node
+    out = {}
+    for node in nodes:
+        hop = first.get((node["interface"], node["via"]))
+        if node["reachable"] and hop is not None:
+            out[node["node_id"]] = hop["name"] or hop["node_id"]
+    return out
+
+
+def render_nodes(s: dict[str, Any]) -> list[str]:
+    """The other nodes, a line each (status's `nodes`)."""
+    nodes = s.get("nodes") or []
+    if not nodes:
+        return ["nodes: no other node known yet"]
+    speeds = {i["name"]: i.get("speed_mbps") for i in s.get("interfaces") or []}
+    hops = _next_hops(nodes)
+    rows = [
+        [
+            _text(n["name"]),
+            n["node_id"],
+            n["node_address"],
+            _text(n["metric"]) if n["reachable"] else "unreachable",
+            _text(n["interface"]),
+            _speed(speeds.get(n["interface"])) if n["interface"] else "-",
+            hops.get(n["node_id"], "-"),
+            "-" if n["info_age_s"] is None else f"{n['info_age_s']:.0f}s",
+        ]
+        for n in nodes
+    ]
+    headers = ["NAME", "NODE ID", "ADDRESS", "METRIC", "LINK", "SPEED", "NEXT HOP", "INFO AGE"]
+    return ["nodes", *_table(rows, headers)]
+
+
 def render_status(s: dict[str, Any]) -> str:
     """The status object as a person reads it."""
     b = s.get("babeld") or {}
     keyed = "keyed" if s.get("keyed") else "open (no mesh key)"
     lines = [
-        f"node {s['node_id']}  address {s.get('node_address', '-')}",
+        f"node {s['node_id']}"
+        + (f" ({s['name']})" if s.get("name") else "")
+        + f"  address {s.get('node_address', '-')}",
         f"mode {s['mode']}  mesh {s['mesh']}  {keyed}  other clients {s['clients']}",
         f"babeld {_text(b.get('version'))}  pid {_text(b.get('pid'))}  "
         f"restarts {b.get('restarts', 0)}  router id {_text(b.get('my_id'))}",
@@ -102,6 +145,7 @@ def render_status(s: dict[str, Any]) -> str:
     if others:
         noun = "route" if others == 1 else "routes"
         lines.append(f"  ({others} more {noun} not installed: babblerctl status --json)")
+    lines += render_nodes(s)
     return "\n".join(lines)
 
 
@@ -175,6 +219,25 @@ def status(ctx: click.Context, socket_path: Path | None, as_json: bool) -> None:
     def go() -> None:
         value = _ask(ctx, socket_path, "status")
         click.echo(json.dumps(value, indent=2) if as_json else render_status(value))
+
+    _run(go)
+
+
+@main.command()
+@socket_option
+@click.option("--json", "as_json", is_flag=True, help="print status's `nodes` list as JSON")
+@click.pass_context
+def nodes(ctx: click.Context, socket_path: Path | None, as_json: bool) -> None:
+    """List the other machines of the mesh: name, node id and address, route metric, the
+    first link and its speed, the next-hop node, and how old their info is. Nodes that lost
+    their route in the last 10 minutes are listed as unreachable."""
+
+    def go() -> None:
+        value = _ask(ctx, socket_path, "status")
+        if as_json:
+            click.echo(json.dumps(value.get("nodes", []), indent=2))
+        else:
+            click.echo("\n".join(render_nodes(value)))
 
     _run(go)
 

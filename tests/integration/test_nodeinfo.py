@@ -116,6 +116,12 @@ def test_status_lists_the_other_nodes_by_name_and_follows_a_pulled_link(
     assert {ids[n["node_id"]] for n in status["nodes"]} == {"n2", "n3"}
     assert by_name["n2"]["metric"] < by_name["n3"]["metric"]  # one hop, then two
     assert by_name["n3"]["interface"] == "v1x2" and by_name["n3"]["info"] == {}
+    shown = subprocess.run(
+        [sys.executable, "-m", "babbler.ctl", "--socket", str(n1.socket), "nodes"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    rows = [line.split() for line in shown.splitlines()[2:]]
+    assert [(r[0], r[6]) for r in rows] == [("n2", "n2"), ("n3", "n2")]  # name, next hop
     with Connection(n1.socket) as watcher:
         watcher.send("watch")
         watcher.readline()  # the snapshot

@@ -203,3 +203,40 @@ def test_socket_paths_that_cannot_be_a_socket_are_named(tmp_path: Path) -> None:
             result = runner.invoke(babblerctl, args, env=env)
             assert result.exit_code == 1, (args, result.output)
             assert message in result.output, (args, result.output)
+
+
+def test_render_nodes_for_people() -> None:
+    from babbler.ctl import render_nodes
+
+    def node(name: str | None, metric: int | None, via: str, reachable: bool = True) -> object:
+        return {
+            "node_id": f"{abs(hash(name)) % 10**12:012d}",
+            "name": name,
+            "node_address": "fde0:20c6:1fa7:ffff::",
+            "reachable": reachable,
+            "metric": metric,
+            "interface": "eth1" if reachable else None,
+            "via": via if reachable else None,
+            "version": "0.1.0",
+            "info": {},
+            "info_age_s": 12.4 if name else None,
+            "error": None,
+        }
+
+    status = {
+        "interfaces": [{"name": "eth1", "speed_mbps": 10000}],
+        "nodes": [
+            node("b", 32, "fe80::b"),
+            node("c", 64, "fe80::b"),
+            node(None, 96, "fe80::b"),
+            node("d", None, "", reachable=False),
+        ],
+    }
+    lines = render_nodes(status)
+    assert lines[0] == "nodes"
+    b, c, unnamed, d = lines[2:]
+    assert b.split()[3:8] == ["32", "eth1", "10G", "b", "12s"]
+    assert c.split()[3:8] == ["64", "eth1", "10G", "b", "12s"]  # through b, its neighbour
+    assert unnamed.split()[0] == "-" and unnamed.split()[-1] == "-"  # no answer yet
+    assert "unreachable" in d
+    assert render_nodes({"nodes": []}) == ["nodes: no other node known yet"]
