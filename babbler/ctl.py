@@ -13,6 +13,7 @@ import click
 from babbler import __version__
 from babbler.client import Connection, ask
 from babbler.errors import BabblerError
+from babbler.graph import Graph
 from babbler.platform import DEFAULT_RUN_DIR, SOCKET_NAME
 
 DEFAULT_SOCKET = DEFAULT_RUN_DIR / SOCKET_NAME
@@ -63,6 +64,7 @@ def render_nodes(s: dict[str, Any]) -> list[str]:
             _text(n["name"]),
             n["node_id"],
             n["node_address"],
+            _text(n.get("hops")),
             _text(n["metric"]) if n["reachable"] else "unreachable",
             _text(n["interface"]),
             _speed(speeds.get(n["interface"])) if n["interface"] else "-",
@@ -71,8 +73,43 @@ def render_nodes(s: dict[str, Any]) -> list[str]:
         ]
         for n in nodes
     ]
-    headers = ["NAME", "NODE ID", "ADDRESS", "METRIC", "LINK", "SPEED", "NEXT HOP", "INFO AGE"]
+    headers = [
+        "NAME", "NODE ID", "ADDRESS", "HOPS", "METRIC", "LINK", "SPEED", "NEXT HOP", "INFO AGE"
+    ]  # fmt: skip
     return ["nodes", *_table(rows, headers)]
+
+
+def render_path(s: dict[str, Any], what: str) -> str:
+    """The path to a node, hop by hop with names, links and costs, from the graph the node
+    infos give; checked against babeld's route (its first link and neighbour)."""
+    graph = Graph.from_status(s)
+    by_address = {n["node_address"]: n["node_id"] for n in s.get("nodes") or []}
+    target = graph.find(what) or by_address.get(what)
+    if target is None:
+        raise BabblerError(f"no node {what!r} (a name, node id or node address: babblerctl nodes)")
+    if target == graph.me:
+        return f"{graph.names[target]} is this node"
+    steps = graph.path(target)
+    if steps is None:
+        raise BabblerError(f"no path to {graph.names[target]} in what the node infos say")
+    node = next(n for n in s["nodes"] if n["node_id"] == target)
+    lines = [
+        f"{graph.names[graph.me]} -> {graph.names[target]}: {len(steps)} "
+        f"{'hop' if len(steps) == 1 else 'hops'}, cost {sum(e.cost for _, e in steps)}, "
+        f"babeld's metric {_text(node['metric']) if node['reachable'] else 'unreachable'}"
+    ]
+    for frm, edge in steps:
+        lines.append(
+            f"  {graph.names[frm]}  {_text(edge.interface)} (cost {edge.cost})  "
+            f"-> {graph.names[edge.to]}"
+        )
+    first = steps[0][1]
+    if node["reachable"] and node["interface"] != first.interface:
+        lines.append(
+            f"  note: babeld's route leaves by {node['interface']}, not {first.interface}: "
+            "the node infos are behind the routes (they refresh every minute)"
+        )
+    return "\n".join(lines)
 
 
 def render_status(s: dict[str, Any]) -> str:
@@ -240,6 +277,16 @@ def nodes(ctx: click.Context, socket_path: Path | None, as_json: bool) -> None:
             click.echo("\n".join(render_nodes(value)))
 
     _run(go)
+
+
+@main.command()
+@socket_option
+@click.argument("node")
+@click.pass_context
+def path(ctx: click.Context, socket_path: Path | None, node: str) -> None:
+    """Show the path to NODE (a name, node id or node address) hop by hop: each node, the
+    link it leaves by and its cost, from the node infos, checked against babeld's route."""
+    _run(lambda: click.echo(render_path(_ask(ctx, socket_path, "status"), node)))
 
 
 @main.command()

@@ -12,11 +12,11 @@ from __future__ import annotations
 import json
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from ipaddress import IPv6Address, IPv6Network
+from ipaddress import IPv6Address
 from typing import Any
 
-from babbler.addressing import MESH_PREFIX, format_node_id, node_id_of
-from babbler.views import Facts, interfaces
+from babbler.addressing import MESH_PREFIX, format_node_id
+from babbler.views import Facts, interfaces, neighbour_nodes
 
 ANSWER_CAP = 16 * 1024  # bytes, newline included
 REQUEST = b"info"
@@ -25,28 +25,15 @@ REQUEST = b"info"
 def neighbours(facts: Facts) -> list[dict[str, Any]]:
     """babeld's neighbours, each with the node id it announces as its own (None until a
     route from it says)."""
-    own: dict[tuple[str | None, str | None], int] = {}
-    for route in facts.table.entries("route"):
-        if route.field("refmetric") != "0" or (prefix := route.field("prefix")) is None:
-            continue
-        try:
-            node = node_id_of(IPv6Network(prefix, strict=False).network_address)
-        except ValueError:
-            continue
-        if node is not None:
-            own[(route.field("via"), route.field("if"))] = node
-    out = []
-    for entry in facts.table.entries("neighbour"):
-        key = (entry.field("address"), entry.field("if"))
-        node = own.get(key)
-        out.append(
-            {
-                "node_id": format_node_id(node) if node is not None else None,
-                "interface": entry.field("if"),
-                "address": entry.field("address"),
-            }
-        )
-    return out
+    nodes = neighbour_nodes(facts.table)
+    return [
+        {
+            "node_id": nodes.get((entry.field("address"), entry.field("if"))),
+            "interface": entry.field("if"),
+            "address": entry.field("address"),
+        }
+        for entry in facts.table.entries("neighbour")
+    ]
 
 
 def answer(

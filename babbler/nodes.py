@@ -134,6 +134,16 @@ class NodeBook:
                     "via": route.get("via"),
                     "version": info.get("version"),
                     "info": info.get("info", {}),
+                    "neighbours": [
+                        {"node_id": n.get("node_id"), "interface": n.get("interface")}
+                        for n in info.get("neighbours") or []
+                        if isinstance(n, dict)
+                    ],
+                    "links": [
+                        {k: i.get(k) for k in ("name", "kind", "speed_mbps", "cost")}
+                        for i in info.get("interfaces") or []
+                        if isinstance(i, dict)
+                    ],
                     "info_age_s": (
                         None if known.fetched_at is None else round(now - known.fetched_at, 1)
                     ),

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import fnmatch
 from dataclasses import dataclass
+from ipaddress import IPv6Network
 from typing import Any
 
-from babbler.addressing import format_node_id, node_address, node_range
+from babbler.addressing import format_node_id, node_address, node_id_of, node_range
+from babbler.graph import Graph
 from babbler.links.cost import Overrides, link_cost
 from babbler.links.model import Selector, Snapshot, selected_links
 from babbler.state import INFINITY, VIEWS, Applied, MeshTable
@@ -74,13 +76,38 @@ def unmatched_globs(links: Snapshot, selector: Selector) -> list[str]:
     ]
 
 
+def neighbour_nodes(table: MeshTable) -> dict[tuple[str | None, str | None], str]:
+    """(neighbour address, interface) -> the node id that neighbour announces as its own
+    (its node range's routes reach us through it with refmetric 0)."""
+    out = {}
+    for route in table.entries("route"):
+        prefix = route.field("prefix")
+        if route.field("refmetric") != "0" or prefix is None:
+            continue
+        try:
+            node = node_id_of(IPv6Network(prefix, strict=False).network_address)
+        except ValueError:
+            continue
+        if node is not None:
+            out[(route.field("via"), route.field("if"))] = format_node_id(node)
+    return out
+
+
+def with_hops(status: dict[str, Any]) -> list[dict[str, Any]]:
+    """`status.nodes` with each node's hops from this one (None: not connected in the
+    graph the node infos give)."""
+    hops = Graph.from_status(status).hops()
+    return [{**node, "hops": hops.get(node["node_id"])} for node in status["nodes"]]
+
+
 def entries(table: MeshTable, kind: str) -> list[dict[str, Any]]:
     return [VIEWS[kind](entry) for entry in table.entries(kind)]
 
 
 def status(facts: Facts) -> dict[str, Any]:
     """The `status` object (DESIGN.md "Client protocol"): keys are only ever added."""
-    return {
+    nodes = neighbour_nodes(facts.table)
+    value = {
         "version": facts.version,
         "node_id": format_node_id(facts.node_id),
         "range": str(node_range(facts.node_id)),
@@ -90,7 +117,10 @@ def status(facts: Facts) -> dict[str, Any]:
         "addresses": addresses(facts),
         "interfaces": interfaces(facts),
         "node_address": str(node_address(facts.node_id)),
-        "neighbours": entries(facts.table, "neighbour"),
+        "neighbours": [
+            {**view, "node_id": nodes.get((view["address"], view["interface"]))}
+            for view in entries(facts.table, "neighbour")
+        ],
         # A retracted route lingers with metric 65535 for a while: not a live route.
         "routes": [r for r in entries(facts.table, "route") if not retracted(r)],
         "xroutes": entries(facts.table, "xroute"),
@@ -102,6 +132,8 @@ def status(facts: Facts) -> dict[str, Any]:
         "name": facts.name,
         "nodes": list(facts.nodes),
     }
+    value["nodes"] = with_hops(value)
+    return value
 
 
 def retracted(route: dict[str, Any]) -> bool:

@@ -121,7 +121,7 @@ def test_status_lists_the_other_nodes_by_name_and_follows_a_pulled_link(
         capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
     rows = [line.split() for line in shown.splitlines()[2:]]
-    assert [(r[0], r[6]) for r in rows] == [("n2", "n2"), ("n3", "n2")]  # name, next hop
+    assert [(r[0], r[3], r[7]) for r in rows] == [("n2", "1", "n2"), ("n3", "2", "n2")]
     with Connection(n1.socket) as watcher:
         watcher.send("watch")
         watcher.readline()  # the snapshot
@@ -134,3 +134,33 @@ def test_status_lists_the_other_nodes_by_name_and_follows_a_pulled_link(
                 if event["action"] == "down":
                     break
     assert [n["reachable"] for n in lab.status(n1)["nodes"]] == [True, False]  # n2, then n3
+
+
+def path_of(node: Node, target: str) -> list[str]:
+    shown = subprocess.run(
+        [sys.executable, "-m", "babbler.ctl", "--socket", str(node.socket), "path", target],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    return [line.split()[0] for line in shown.splitlines()[1:]] + [shown.split()[-1]]
+
+
+def test_path_on_a_ring_follows_a_pulled_link(make_lab: LabFactory) -> None:
+    lab = make_lab(4, "ring")  # n1 - n2 - n3 - n4 - n1
+    n1 = lab.nodes[0]
+    lab.wait_reachable(WAIT)
+
+    def via(*names: str) -> bool:
+        try:
+            return path_of(n1, "n2") == list(names)
+        except subprocess.CalledProcessError:
+            return False
+
+    until(lambda: via("n1", "n2"), what="n1 -> n2 directly")
+    lab.exec(n1, "ip", "link", "set", "v1x2", "down")
+    until(lambda: via("n1", "n4", "n3", "n2"), what="n1 -> n2 the long way round", timeout=90)
+
+    def rerouted() -> bool:
+        n2 = next(n for n in lab.status(n1)["nodes"] if n["name"] == "n2")
+        return n2["hops"] == 3 and n2["interface"] == "v1x4" and n2["reachable"]
+
+    until(rerouted, what="babeld's route to n2 by v1x4, 3 hops")

@@ -1,0 +1,106 @@
+"""The mesh as a graph of machines, from `status` alone (so babblerctl can draw and walk it
+without asking anything else). Pure.
+
+Edges: this node's neighbours (`status.neighbours[].node_id`, babeld's link cost), and each
+other node's neighbours as its node info lists them, with the cost of its link. `hops` is
+breadth-first; `path` follows the lowest total cost, as babeld's metric does.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+from typing import Any
+
+UNKNOWN_COST = 96  # a link whose cost the info did not say (babbler's cost for unknown)
+
+
+@dataclass(frozen=True)
+class Edge:
+    to: str  # node id
+    interface: str | None  # the link's name on the sending node
+    cost: int
+
+
+@dataclass
+class Graph:
+    me: str
+    names: dict[str, str] = field(default_factory=dict)  # node id -> name
+    edges: dict[str, list[Edge]] = field(default_factory=dict)
+
+    @classmethod
+    def from_status(cls, status: dict[str, Any]) -> Graph:
+        graph = cls(status["node_id"])
+        graph.names[graph.me] = status.get("name") or graph.me
+        for n in status.get("neighbours") or []:
+            if n.get("node_id"):
+                graph.add(graph.me, Edge(n["node_id"], n.get("interface"), n.get("cost") or 0))
+        for node in status.get("nodes") or []:
+            graph.names[node["node_id"]] = node.get("name") or node["node_id"]
+            costs = {i["name"]: i.get("cost") for i in node.get("links") or []}
+            for n in node.get("neighbours") or []:
+                if n.get("node_id"):
+                    cost = costs.get(n.get("interface")) or UNKNOWN_COST
+                    graph.add(node["node_id"], Edge(n["node_id"], n.get("interface"), cost))
+        return graph
+
+    def add(self, node: str, edge: Edge) -> None:
+        if edge.to != node and all(
+            e.to != edge.to or e.interface != edge.interface for e in self.edges.get(node, [])
+        ):
+            self.edges.setdefault(node, []).append(edge)
+
+    def neighbours(self, node: str) -> list[Edge]:
+        """The node's edges; a node whose info has not come yet borrows the reverse ones."""
+        if node in self.edges:
+            return self.edges[node]
+        return [
+            Edge(other, None, e.cost)
+            for other, edges in self.edges.items()
+            for e in edges
+            if e.to == node
+        ]
+
+    def hops(self) -> dict[str, int]:
+        """Node id -> hops from this node, for every node the graph connects to it."""
+        out = {self.me: 0}
+        frontier = [self.me]
+        while frontier:
+            following = []
+            for node in frontier:
+                for edge in self.neighbours(node):
+                    if edge.to not in out:
+                        out[edge.to] = out[node] + 1
+                        following.append(edge.to)
+            frontier = following
+        return out
+
+    def path(self, target: str) -> list[tuple[str, Edge]] | None:
+        """The lowest-cost path to `target` as (from node, edge) steps, or None."""
+        best = {self.me: 0}
+        came: dict[str, tuple[str, Edge]] = {}
+        queue = [(0, self.me)]
+        while queue:
+            cost, node = heapq.heappop(queue)
+            if node == target:
+                steps = []
+                while node != self.me:
+                    steps.append(came[node])
+                    node = came[node][0]
+                return steps[::-1]
+            if cost > best.get(node, cost):
+                continue
+            for edge in self.neighbours(node):
+                total = cost + edge.cost
+                if total < best.get(edge.to, total + 1):
+                    best[edge.to] = total
+                    came[edge.to] = (node, edge)
+                    heapq.heappush(queue, (total, edge.to))
+        return None
+
+    def find(self, what: str) -> str | None:
+        """A node id from a name, a node id or a node address."""
+        for node, name in self.names.items():
+            if what in (node, name):
+                return node
+        return None

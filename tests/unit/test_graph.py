@@ -1,0 +1,69 @@
+"""The mesh as a graph from status alone: hops, the cheapest path, finding a node."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from babbler.ctl import render_path
+from babbler.graph import Graph
+
+#   me --v1(32)-- a --(32)-- b
+#    \--v2(128)-------------/      the direct link to b is slow: the path goes through a
+
+
+def node(node_id: str, name: str, neighbours: list[tuple[str, str, int]]) -> dict[str, Any]:
+    return {
+        "node_id": node_id,
+        "name": name,
+        "node_address": f"fde0:20c6:1fa7:ffff:{node_id[-4:]}::",
+        "reachable": True,
+        "metric": 64 if name == "b" else 32,
+        "interface": "v1",
+        "via": "fe80::a",
+        "neighbours": [{"node_id": n, "interface": i} for n, i, _ in neighbours],
+        "links": [
+            {"name": i, "kind": "other", "speed_mbps": None, "cost": c} for _, i, c in neighbours
+        ],
+    }
+
+
+STATUS: dict[str, Any] = {
+    "node_id": "000000000001",
+    "name": "me",
+    "neighbours": [
+        {"node_id": "00000000000a", "interface": "v1", "cost": 32},
+        {"node_id": "00000000000b", "interface": "v2", "cost": 128},
+    ],
+    "nodes": [
+        node("00000000000a", "a", [("000000000001", "a1", 32), ("00000000000b", "a2", 32)]),
+        node("00000000000b", "b", [("00000000000a", "b1", 32), ("000000000001", "b2", 128)]),
+    ],
+}
+
+
+def test_hops_path_and_find() -> None:
+    graph = Graph.from_status(STATUS)
+    assert graph.hops() == {"000000000001": 0, "00000000000a": 1, "00000000000b": 1}
+    steps = graph.path("00000000000b")
+    assert steps is not None
+    assert [(frm, e.interface, e.to, e.cost) for frm, e in steps] == [
+        ("000000000001", "v1", "00000000000a", 32),
+        ("00000000000a", "a2", "00000000000b", 32),
+    ]
+    assert graph.find("b") == graph.find("00000000000b") == "00000000000b"
+    assert graph.find("nobody") is None
+
+
+def test_path_for_people_names_each_hop_and_checks_babeld() -> None:
+    text = render_path(STATUS, "b")
+    assert text.splitlines() == [
+        "me -> b: 2 hops, cost 64, babeld's metric 64",
+        "  me  v1 (cost 32)  -> a",
+        "  a  a2 (cost 32)  -> b",
+    ]
+    STATUS["nodes"][1]["interface"] = "v2"  # babeld's route disagrees with the infos
+    try:
+        assert "babeld's route leaves by v2, not v1" in render_path(STATUS, "b")
+    finally:
+        STATUS["nodes"][1]["interface"] = "v1"
+    assert render_path(STATUS, "fde0:20c6:1fa7:ffff:000a::").startswith("me -> a")
