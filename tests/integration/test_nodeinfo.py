@@ -161,6 +161,6 @@ def test_path_on_a_ring_follows_a_pulled_link(make_lab: LabFactory) -> None:
 
     def rerouted() -> bool:
         n2 = next(n for n in lab.status(n1)["nodes"] if n["name"] == "n2")
-        return n2["hops"] == 3 and n2["interface"] == "v1x4" and n2["reachable"]
+        return bool(n2["hops"] == 3 and n2["interface"] == "v1x4" and n2["reachable"])
 
     until(rerouted, what="babeld's route to n2 by v1x4, 3 hops")
