@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -13,7 +15,7 @@ import click
 from babbler import __version__
 from babbler.client import Connection, ask
 from babbler.errors import BabblerError
-from babbler.graph import Graph
+from babbler.graph import Graph, to_dot
 from babbler.platform import DEFAULT_RUN_DIR, SOCKET_NAME
 
 DEFAULT_SOCKET = DEFAULT_RUN_DIR / SOCKET_NAME
@@ -275,6 +277,42 @@ def nodes(ctx: click.Context, socket_path: Path | None, as_json: bool) -> None:
             click.echo(json.dumps(value.get("nodes", []), indent=2))
         else:
             click.echo("\n".join(render_nodes(value)))
+
+    _run(go)
+
+
+def render_svg(dot: str, out: Path) -> None:
+    """Draw DOT into an SVG file with Graphviz's `dot`. Raises BabblerError."""
+    program = shutil.which("dot")
+    if program is None:
+        raise BabblerError("Graphviz's dot is not installed (Debian: apt-get install graphviz)")
+    done = subprocess.run(
+        [program, "-Tsvg", "-o", str(out)], input=dot, capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        raise BabblerError(f"dot failed: {done.stderr.strip() or done.returncode}")
+
+
+@main.command()
+@socket_option
+@click.option(
+    "--svg",
+    "svg",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="draw it into this SVG file with Graphviz instead of printing DOT",
+)
+@click.pass_context
+def graph(ctx: click.Context, socket_path: Path | None, svg: Path | None) -> None:
+    """Print the mesh as a Graphviz DOT graph: machines (this one in bold), each link once
+    with its names at both ends and its speed."""
+
+    def go() -> None:
+        dot = to_dot(Graph.from_status(_ask(ctx, socket_path, "status")))
+        if svg is None:
+            click.echo(dot, nl=False)
+        else:
+            render_svg(dot, svg)
+            click.echo(f"wrote {svg}")
 
     _run(go)
 

@@ -20,6 +20,7 @@ class Edge:
     to: str  # node id
     interface: str | None  # the link's name on the sending node
     cost: int
+    speed_mbps: int | None = None
 
 
 @dataclass
@@ -32,16 +33,21 @@ class Graph:
     def from_status(cls, status: dict[str, Any]) -> Graph:
         graph = cls(status["node_id"])
         graph.names[graph.me] = status.get("name") or graph.me
+        speeds = {i["name"]: i.get("speed_mbps") for i in status.get("interfaces") or []}
         for n in status.get("neighbours") or []:
             if n.get("node_id"):
-                graph.add(graph.me, Edge(n["node_id"], n.get("interface"), n.get("cost") or 0))
+                interface = n.get("interface")
+                edge = Edge(n["node_id"], interface, n.get("cost") or 0, speeds.get(interface))
+                graph.add(graph.me, edge)
         for node in status.get("nodes") or []:
             graph.names[node["node_id"]] = node.get("name") or node["node_id"]
-            costs = {i["name"]: i.get("cost") for i in node.get("links") or []}
+            links = {i["name"]: i for i in node.get("links") or []}
             for n in node.get("neighbours") or []:
                 if n.get("node_id"):
-                    cost = costs.get(n.get("interface")) or UNKNOWN_COST
-                    graph.add(node["node_id"], Edge(n["node_id"], n.get("interface"), cost))
+                    link = links.get(n.get("interface")) or {}
+                    cost = link.get("cost") or UNKNOWN_COST
+                    edge = Edge(n["node_id"], n.get("interface"), cost, link.get("speed_mbps"))
+                    graph.add(node["node_id"], edge)
         return graph
 
     def add(self, node: str, edge: Edge) -> None:
@@ -104,3 +110,48 @@ class Graph:
             if what in (node, name):
                 return node
         return None
+
+
+def _speed(mbps: int | None) -> str:
+    if mbps is None:
+        return ""
+    return f" {mbps / 1000:g}G" if mbps >= 1000 else f" {mbps}M"
+
+
+def _quote(text: str) -> str:
+    """A DOT string: backslashes and quotes escaped, newlines as DOT's \\n."""
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{escaped}"'
+
+
+def to_dot(graph: Graph) -> str:
+    """Graphviz DOT: machines as boxes (this one bold), each link once, labelled with the
+    link names at both ends and the speed."""
+    lines = [
+        "graph mesh {",
+        '  node [shape=box, style=rounded, fontname="sans-serif"];',
+        '  edge [fontname="sans-serif", fontsize=10];',
+    ]
+    for node in sorted(graph.names):
+        label = f"{graph.names[node]}\n{node}"
+        mark = ', style="rounded,bold", penwidth=2' if node == graph.me else ""
+        lines.append(f"  {_quote(node)} [label={_quote(label)}{mark}];")
+    done: set[tuple[str, str | None]] = set()
+    for node in sorted(graph.edges):
+        for edge in graph.edges[node]:
+            if (node, edge.interface) in done:
+                continue
+            back = next(
+                (e for e in graph.edges.get(edge.to, []) if e.to == node
+                 and (edge.to, e.interface) not in done),
+                None,
+            )  # fmt: skip
+            done.add((node, edge.interface))
+            ends = edge.interface or "?"
+            if back is not None:
+                done.add((edge.to, back.interface))
+                ends += f" - {back.interface or '?'}"
+            label = ends + _speed(edge.speed_mbps or (back.speed_mbps if back else None))
+            lines.append(f"  {_quote(node)} -- {_quote(edge.to)} [label={_quote(label)}];")
+    lines.append("}")
+    return "\n".join(lines) + "\n"

@@ -6,6 +6,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -13,8 +14,10 @@ import click
 from babbler import __version__
 from babbler.client import NotRunning
 from babbler.config import MAX_HELLO_INTERVAL, MIN_HELLO_INTERVAL
-from babbler.ctl import render_status, run_command
-from babbler.lab import TOPOLOGIES, Lab, LabError, farthest
+from babbler.ctl import render_status, render_svg, run_command
+from babbler.errors import BabblerError
+from babbler.graph import Graph, to_dot
+from babbler.lab import TOPOLOGIES, Lab, LabError, Node, farthest
 from babbler.state import is_usable
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -228,11 +231,37 @@ def demo(name: str, nodes: int, topology: str, hello_interval: float | None, mod
             click.echo(result.stdout.rstrip() or result.stderr.rstrip())
             if result.returncode != 0:
                 raise LabError(f"ping from {first.name} to {far.name} failed")
+            _draw(lab, first)
         finally:
             lab.down()
             click.echo(f"\nlab {name}: down")
 
     _guard(go)
+
+
+def _draw(lab: Lab, node: Node) -> None:
+    """The mesh as node 1 sees it, into mesh.svg once every node's info is in and names
+    all its neighbours (or after 15 s)."""
+
+    def partial(status: dict[str, Any]) -> bool:
+        return any(
+            n["name"] is None or any(m["node_id"] is None for m in n["neighbours"])
+            for n in status["nodes"]
+        )
+
+    deadline = time.monotonic() + 15
+    status = lab.status(node)
+    while partial(status) and time.monotonic() < deadline:
+        time.sleep(0.2)
+        status = lab.status(node)
+    out = Path("mesh.svg").resolve()
+    click.echo(f"\n$ babblerctl graph --svg {out.name}")
+    try:
+        render_svg(to_dot(Graph.from_status(status)), out)
+    except BabblerError as error:
+        click.echo(f"(no picture: {error})")
+        return
+    click.echo(f"wrote {out}")
 
 
 if __name__ == "__main__":

@@ -58,6 +58,11 @@ def routed(routes: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
     return out
 
 
+def _neighbours(info: dict[str, Any] | None) -> list[dict[str, Any]]:
+    listed = (info or {}).get("neighbours")
+    return [n for n in listed if isinstance(n, dict)] if isinstance(listed, list) else []
+
+
 @dataclass
 class NodeBook:
     me: int
@@ -87,7 +92,10 @@ class NodeBook:
         if known.error is not None:
             return known.asked_at + RETRY
         if known.fetched_at is not None:
-            return known.fetched_at + REFRESH
+            # An answer that could not yet name all its neighbours (asked as the mesh came
+            # up) is asked again soon: the picture of the mesh is made of these names.
+            unnamed = any(n.get("node_id") is None for n in _neighbours(known.info))
+            return known.fetched_at + (RETRY if unnamed else REFRESH)
         return None
 
     def due(self, now: float) -> list[int]:
@@ -136,8 +144,7 @@ class NodeBook:
                     "info": info.get("info", {}),
                     "neighbours": [
                         {"node_id": n.get("node_id"), "interface": n.get("interface")}
-                        for n in info.get("neighbours") or []
-                        if isinstance(n, dict)
+                        for n in _neighbours(known.info)
                     ],
                     "links": [
                         {k: i.get(k) for k in ("name", "kind", "speed_mbps", "cost")}

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from babbler.ctl import render_path
 from babbler.graph import Graph
@@ -67,3 +70,35 @@ def test_path_for_people_names_each_hop_and_checks_babeld() -> None:
     finally:
         STATUS["nodes"][1]["interface"] = "v1"
     assert render_path(STATUS, "fde0:20c6:1fa7:ffff:000a::").startswith("me -> a")
+
+
+def test_dot_has_every_machine_once_this_one_bold_and_each_link_once() -> None:
+    from babbler.graph import to_dot
+
+    dot = to_dot(Graph.from_status({**STATUS, "name": 'me "1"'}))
+    assert dot.startswith("graph mesh {") and dot.endswith("}\n")
+    assert '"000000000001" [label="me \\"1\\"\\n000000000001", style="rounded,bold"' in dot
+    links = [line.strip() for line in dot.splitlines() if " -- " in line]
+    assert links == [
+        '"000000000001" -- "00000000000a" [label="v1 - a1"];',
+        '"000000000001" -- "00000000000b" [label="v2 - b2"];',
+        '"00000000000a" -- "00000000000b" [label="a2 - b1"];',
+    ]
+
+
+def test_svg_is_drawn_by_graphviz_or_the_missing_package_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from babbler.ctl import render_svg
+    from babbler.errors import BabblerError
+    from babbler.graph import to_dot
+    from tests.needs import tool
+
+    dot = to_dot(Graph.from_status(STATUS))
+    tool("dot", "graphviz")
+    render_svg(dot, tmp_path / "mesh.svg")
+    svg = (tmp_path / "mesh.svg").read_text()
+    assert "<svg" in svg and ">me<" in svg and ">a2 &#45; b1<" in svg
+    monkeypatch.setenv("PATH", str(tmp_path))  # no dot here
+    with pytest.raises(BabblerError, match=r"dot is not installed .*apt-get install graphviz"):
+        render_svg(dot, tmp_path / "other.svg")

@@ -67,3 +67,15 @@ def test_the_view_and_its_events() -> None:
     assert [n["node_id"] for n in book.view(70.0 + FORGET)] == [format_node_id(B)]
     gone = events(lost, book.view(70.0 + FORGET))
     assert [(e["action"], e["node"]["reachable"]) for e in gone] == [("down", False)]
+
+
+def test_an_answer_naming_not_all_its_neighbours_is_asked_again_soon() -> None:
+    book = NodeBook(ME)
+    book.update_routes([route(A)], now=0.0)
+    book.asking(A, 0.0)
+    partial = {"name": "a", "neighbours": [{"node_id": None, "interface": "a1"}]}
+    book.answered(A, partial, 1.0)
+    assert book.next_due() == 1.0 + RETRY
+    book.asking(A, 1.0 + RETRY)
+    book.answered(A, {"name": "a", "neighbours": [{"node_id": "01", "interface": "a1"}]}, 7.0)
+    assert book.next_due() == 7.0 + REFRESH
