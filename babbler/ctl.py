@@ -37,20 +37,18 @@ def _speed(mbps: int | None) -> str:
     return f"{mbps / 1000:g}G" if mbps >= 1000 else f"{mbps}M"
 
 
-def _next_hops(nodes: list[dict[str, Any]]) -> dict[str, str]:
-    """Node id -> the name (or id) of the node its route goes through first: the reachable
-    node with the lowest metric on the same link and neighbour (that neighbour itself)."""
-    first: dict[tuple[Any, Any], dict[str, Any]] = {}
-    for node in nodes:
-        if node["reachable"] and node["metric"] is not None:
-            key = (node["interface"], node["via"])
-            if key not in first or node["metric"] < first[key]["metric"]:
-                first[key] = node
+def _next_hops(s: dict[str, Any]) -> dict[str, str]:
+    """Node id -> the name (or id) of the neighbour babeld's route to it goes through: the
+    route's `via` and link, looked up among `status.neighbours` (which say their node id)."""
+    names = {n["node_id"]: n["name"] or n["node_id"] for n in s.get("nodes") or []}
+    neighbour = {
+        (m["address"], m["interface"]): m.get("node_id") for m in s.get("neighbours") or []
+    }
     out = {}
-    for node in nodes:
-        hop = first.get((node["interface"], node["via"]))
-        if node["reachable"] and hop is not None:
-            out[node["node_id"]] = hop["name"] or hop["node_id"]
+    for node in s.get("nodes") or []:
+        hop = neighbour.get((node["via"], node["interface"])) if node["reachable"] else None
+        if hop is not None:
+            out[node["node_id"]] = names.get(hop, hop)
     return out
 
 
@@ -60,7 +58,7 @@ def render_nodes(s: dict[str, Any]) -> list[str]:
     if not nodes:
         return ["nodes: no other node known yet"]
     speeds = {i["name"]: i.get("speed_mbps") for i in s.get("interfaces") or []}
-    hops = _next_hops(nodes)
+    hops = _next_hops(s)
     rows = [
         [
             _text(n["name"]),

@@ -6,6 +6,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -208,7 +209,9 @@ def test_socket_paths_that_cannot_be_a_socket_are_named(tmp_path: Path) -> None:
 def test_render_nodes_for_people() -> None:
     from babbler.ctl import render_nodes
 
-    def node(name: str | None, metric: int | None, via: str, reachable: bool = True) -> object:
+    def node(
+        name: str | None, metric: int | None, via: str, reachable: bool = True
+    ) -> dict[str, Any]:
         return {
             "node_id": f"{abs(hash(name)) % 10**12:012d}",
             "name": name,
@@ -223,14 +226,17 @@ def test_render_nodes_for_people() -> None:
             "error": None,
         }
 
+    nodes = [
+        node("b", 32, "fe80::b"),
+        node("c", 64, "fe80::b"),
+        node(None, 96, "fe80::b"),
+        node("d", None, "", reachable=False),
+    ]
     status = {
         "interfaces": [{"name": "eth1", "speed_mbps": 10000}],
-        "nodes": [
-            node("b", 32, "fe80::b"),
-            node("c", 64, "fe80::b"),
-            node(None, 96, "fe80::b"),
-            node("d", None, "", reachable=False),
-        ],
+        # b is the neighbour at fe80::b: every route via it has b as its next hop
+        "neighbours": [{"address": "fe80::b", "interface": "eth1", "node_id": nodes[0]["node_id"]}],
+        "nodes": nodes,
     }
     lines = render_nodes(status)
     assert lines[0] == "nodes"
