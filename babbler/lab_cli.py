@@ -219,8 +219,9 @@ def demo(name: str, nodes: int, topology: str, hello_interval: float | None, mod
                     f"lab {name}: {first.name}'s routes settled on the shortest paths "
                     f"({time.monotonic() - started:.2f} s later)"
                 )
+            status = _with_infos(lab, first)
             click.echo(f"\n$ babblerctl status --socket {first.socket}")
-            click.echo(render_status(lab.status(first)))
+            click.echo(render_status(status))
             far = lab.nodes[farthest(lab) - 1]
             address = lab.status(far)["node_address"]
             click.echo(
@@ -231,7 +232,7 @@ def demo(name: str, nodes: int, topology: str, hello_interval: float | None, mod
             click.echo(result.stdout.rstrip() or result.stderr.rstrip())
             if result.returncode != 0:
                 raise LabError(f"ping from {first.name} to {far.name} failed")
-            _draw(lab, first)
+            _draw(status)
         finally:
             lab.down()
             click.echo(f"\nlab {name}: down")
@@ -239,21 +240,26 @@ def demo(name: str, nodes: int, topology: str, hello_interval: float | None, mod
     _guard(go)
 
 
-def _draw(lab: Lab, node: Node) -> None:
-    """The mesh as node 1 sees it, into mesh.svg once every node's info is in and names
-    all its neighbours (or after 15 s)."""
+def _with_infos(lab: Lab, node: Node) -> dict[str, Any]:
+    """The node's status once every other node is listed, its info in and naming all its
+    neighbours (or after 15 s): what the status and the picture show."""
 
-    def partial(status: dict[str, Any]) -> bool:
-        return any(
+    def complete(status: dict[str, Any]) -> bool:
+        return len(status["nodes"]) == len(lab.nodes) - 1 and not any(
             n["name"] is None or any(m["node_id"] is None for m in n["neighbours"])
             for n in status["nodes"]
         )
 
     deadline = time.monotonic() + 15
     status = lab.status(node)
-    while partial(status) and time.monotonic() < deadline:
+    while not complete(status) and time.monotonic() < deadline:
         time.sleep(0.2)
         status = lab.status(node)
+    return status
+
+
+def _draw(status: dict[str, Any]) -> None:
+    """The mesh as node 1 sees it, into mesh.svg."""
     out = Path("mesh.svg").resolve()
     click.echo(f"\n$ babblerctl graph --svg {out.name}")
     try:
