@@ -12,6 +12,7 @@ import pytest
 
 from babbler import sdnotify
 from babbler.ctl import render_status
+from tests.unit.samples import STATUS
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -86,28 +87,11 @@ def test_babblerctl_without_a_daemon_says_which_socket_and_fails(tmp_path: Path)
 
 def test_render_status_for_people() -> None:
     status = {
-        "version": "0.1.0",
-        "node_id": "1a2b3c4d5e6f",
-        "mode": "always",
-        "mesh": "running",
-        "range": "fde0:20c6:1fa7:ffff:1a2b:3c4d:5e6f:0/112",
+        **STATUS,
         "clients": 1,
         "babeld": {"pid": 7, "version": "babeld-1.12.1", "restarts": 2, "last_error": "boom"},
-        "addresses": [{"interface": "eth1", "address": "fde0:20c6:1fa7:ffff:1a2b:3c4d:5e6f:1"}],
-        "interfaces": [
-            {
-                "name": "eth1",
-                "kind": "ethernet",
-                "up": True,
-                "babel": True,
-                "speed_mbps": 10000,
-                "cost": 32,
-            }
-        ],
-        "node_address": "fde0:20c6:1fa7:ffff:1a2b:3c4d:5e6f:0",
         "keyed": True,
         "unmatched_globs": ["tb*"],
-        "neighbours": [],
         "routes": [
             {
                 "prefix": "fde0::1/128",

@@ -6,30 +6,17 @@ import json
 from ipaddress import IPv6Address
 
 from babbler.addressing import format_node_id, interface_address, node_address, node_range
-from babbler.links.model import Selector
 from babbler.nodeinfo import ANSWER_CAP, RateLimit, answer, encode, from_the_mesh, neighbours
 from babbler.views import Facts
 from tests.schemas import check_node_info
 from tests.unit.recorded import table_of
+from tests.unit.samples import facts as sample_facts
 
 ME, PEER = 0x1A2B3C4D5E6F, 0x0000AAAA0001
 
 
 def facts(*lines: str) -> Facts:
-    return Facts(
-        version="0.1.0",
-        node_id=ME,
-        node_id_source="file",
-        node_id_persist_error=None,
-        mode="always",
-        mesh="running",
-        babeld={},
-        links={},
-        selector=Selector((), ()),
-        told=frozenset(),
-        table=table_of(*lines),
-        clients=0,
-    )
+    return sample_facts(table=table_of(*lines))
 
 
 NEIGHBOUR = "add neighbour n1 address fe80::2 if v1x2 reach ffff rxcost 32 txcost 32 cost 32"

@@ -9,44 +9,7 @@ import jsonschema
 import pytest
 
 from tests.schemas import check_status, check_watch
-
-STATUS: dict[str, Any] = {
-    "version": "0.1.0",
-    "node_id": "1a2b3c4d5e6f",
-    "range": "fde0:20c6:1fa7:ffff:1a2b:3c4d:5e6f:0/112",
-    "mode": "always",
-    "mesh": "running",
-    "babeld": {
-        "pid": 123,
-        "version": "babeld-1.12.1",
-        "restarts": 0,
-        "my_id": "02:9a:00:00:00:00:00:01",
-        "last_error": None,
-        "found": True,
-    },
-    "addresses": [{"interface": "eth1", "address": "fde0:20c6:1fa7:ffff:1a2b:3c4d:5e6f:1"}],
-    "node_address": "fde0:20c6:1fa7:ffff:1a2b:3c4d:5e6f:0",
-    "interfaces": [
-        {
-            "name": "eth1",
-            "kind": "ethernet",
-            "up": True,
-            "babel": True,
-            "speed_mbps": 10000,
-            "cost": 32,
-        }
-    ],
-    "neighbours": [],
-    "routes": [],
-    "xroutes": [],
-    "clients": 2,
-    "node_id_source": "file",
-    "node_id_persist_error": None,
-    "keyed": False,
-    "unmatched_globs": [],
-    "name": "n1",
-    "nodes": [],
-}
+from tests.unit.samples import STATUS
 
 
 def test_the_documented_example_matches() -> None:

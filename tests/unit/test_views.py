@@ -3,48 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from ipaddress import IPv6Address
 
 from babbler import views
 from babbler.babeld.protocol import TableLine, parse_line
-from babbler.links.model import Link, Selector
+from babbler.links.model import Selector
 from babbler.state import MeshTable
 from tests.unit.recorded import RECORDED, table_of
-
-NODE = 0x1A2B3C4D5E6F
-MINE = IPv6Address("fde0:20c6:1fa7:ffff:1a2b:3c4d:5e6f:1")
-OTHERS = IPv6Address("fde0:20c6:1fa7:ffff:aaaa:bbbb:cccc:1")
-NODE_ADDRESS = IPv6Address("fde0:20c6:1fa7:ffff:1a2b:3c4d:5e6f:0")
-
-
-def facts(**changes: object) -> views.Facts:
-    base = views.Facts(
-        version="0.1.0",
-        node_id=NODE,
-        node_id_source="file",
-        node_id_persist_error=None,
-        mode="always",
-        mesh="running",
-        babeld={"pid": 7, "version": "babeld-1.12.1", "restarts": 0},
-        links={
-            "v1x2": Link(
-                "v1x2",
-                2,
-                kind="veth",
-                up=True,
-                link_local=True,
-                addresses=frozenset({MINE, OTHERS}),
-                speed_mbps=10000,
-            ),
-            "eth0": Link("eth0", 3, has_device=True, up=True, link_local=True),
-            "lo": Link("lo", 1, arp_type=772, up=True, addresses=frozenset({NODE_ADDRESS})),
-        },
-        selector=Selector(interface=("v*",)),
-        told=frozenset({"v1x2"}),
-        table=table_of(*RECORDED[:5]),
-        clients=2,
-    )
-    return replace(base, **changes)  # type: ignore[arg-type]
+from tests.unit.samples import MINE, facts
 
 
 def test_status_has_every_contract_key_and_only_our_addresses() -> None:
