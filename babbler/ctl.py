@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from babbler import __version__
-from babbler.client import Connection, ask
+from babbler.client import Client, Connection, Status
 from babbler.errors import BabblerError
 from babbler.graph import Graph, to_dot
 from babbler.platform import DEFAULT_RUN_DIR, SOCKET_NAME
@@ -37,41 +37,38 @@ def _speed(mbps: int | None) -> str:
     return f"{mbps / 1000:g}G" if mbps >= 1000 else f"{mbps}M"
 
 
-def _next_hops(s: dict[str, Any]) -> dict[str, str]:
+def _next_hops(s: Status) -> dict[str, str]:
     """Node id -> the name (or id) of the neighbour babeld's route to it goes through: the
     route's `via` and link, looked up among `status.neighbours` (which say their node id)."""
-    names = {n["node_id"]: n["name"] or n["node_id"] for n in s.get("nodes") or []}
-    neighbour = {
-        (m["address"], m["interface"]): m.get("node_id") for m in s.get("neighbours") or []
-    }
+    names = {n.node_id: n.label for n in s.nodes}
+    neighbour = {(m.address, m.interface): m.node_id for m in s.neighbours}
     out = {}
-    for node in s.get("nodes") or []:
-        hop = neighbour.get((node["via"], node["interface"])) if node["reachable"] else None
+    for node in s.nodes:
+        hop = neighbour.get((node.via, node.interface)) if node.reachable else None
         if hop is not None:
-            out[node["node_id"]] = names.get(hop, hop)
+            out[node.node_id] = names.get(hop, hop)
     return out
 
 
-def render_nodes(s: dict[str, Any]) -> list[str]:
+def render_nodes(s: Status) -> list[str]:
     """The other nodes, a line each (status's `nodes`)."""
-    nodes = s.get("nodes") or []
-    if not nodes:
+    if not s.nodes:
         return ["nodes: no other node known yet"]
-    speeds = {i["name"]: i.get("speed_mbps") for i in s.get("interfaces") or []}
+    speeds = {i.name: i.speed_mbps for i in s.interfaces}
     hops = _next_hops(s)
     rows = [
         [
-            _text(n["name"]),
-            n["node_id"],
-            n["node_address"],
-            _text(n.get("hops")),
-            _text(n["metric"]) if n["reachable"] else "unreachable",
-            _text(n["interface"]),
-            _speed(speeds.get(n["interface"])) if n["interface"] else "-",
-            hops.get(n["node_id"], "-"),
-            "-" if n["info_age_s"] is None else f"{n['info_age_s']:.0f}s",
+            _text(n.name),
+            n.node_id,
+            n.node_address,
+            _text(n.hops),
+            _text(n.metric) if n.reachable else "unreachable",
+            _text(n.interface),
+            _speed(speeds.get(n.interface)) if n.interface else "-",
+            hops.get(n.node_id, "-"),
+            "-" if n.info_age_s is None else f"{n.info_age_s:.0f}s",
         ]
-        for n in nodes
+        for n in s.nodes
     ]
     headers = [
         "NAME", "NODE ID", "ADDRESS", "HOPS", "METRIC", "LINK", "SPEED", "NEXT HOP", "INFO AGE"
@@ -79,11 +76,11 @@ def render_nodes(s: dict[str, Any]) -> list[str]:
     return ["nodes", *_table(rows, headers)]
 
 
-def render_path(s: dict[str, Any], what: str) -> str:
+def render_path(s: Status, what: str) -> str:
     """The path to a node, hop by hop with names, links and costs, from the graph the node
     infos give; checked against babeld's route (its first link and neighbour)."""
-    graph = Graph.from_status(s)
-    by_address = {n["node_address"]: n["node_id"] for n in s.get("nodes") or []}
+    graph = Graph.from_status(s.raw)
+    by_address = {n.node_address: n.node_id for n in s.nodes}
     target = graph.find(what) or by_address.get(what)
     if target is None:
         raise BabblerError(f"no node {what!r} (a name, node id or node address: babblerctl nodes)")
@@ -92,11 +89,11 @@ def render_path(s: dict[str, Any], what: str) -> str:
     steps = graph.path(target)
     if steps is None:
         raise BabblerError(f"no path to {graph.names[target]} in what the node infos say")
-    node = next(n for n in s["nodes"] if n["node_id"] == target)
+    node = next(n for n in s.nodes if n.node_id == target)
     lines = [
         f"{graph.names[graph.me]} -> {graph.names[target]}: {len(steps)} "
         f"{'hop' if len(steps) == 1 else 'hops'}, cost {sum(e.cost for _, e in steps)}, "
-        f"babeld's metric {_text(node['metric']) if node['reachable'] else 'unreachable'}"
+        f"babeld's metric {_text(node.metric) if node.reachable else 'unreachable'}"
     ]
     for frm, edge in steps:
         lines.append(
@@ -104,81 +101,78 @@ def render_path(s: dict[str, Any], what: str) -> str:
             f"-> {graph.names[edge.to]}"
         )
     first = steps[0][1]
-    if node["reachable"] and node["interface"] != first.interface:
+    if node.reachable and node.interface != first.interface:
         lines.append(
-            f"  note: babeld's route leaves by {node['interface']}, not {first.interface}: "
+            f"  note: babeld's route leaves by {node.interface}, not {first.interface}: "
             "the node infos are behind the routes (they refresh every minute)"
         )
     return "\n".join(lines)
 
 
-def render_status(s: dict[str, Any]) -> str:
-    """The status object as a person reads it."""
-    b = s.get("babeld") or {}
-    keyed = "keyed" if s.get("keyed") else "open (no mesh key)"
+def render_status(s: Status) -> str:
+    """The status as a person reads it."""
+    b = s.babeld
+    keyed = "keyed" if s.keyed else "open (no mesh key)"
     lines = [
-        f"node {s['node_id']}"
-        + (f" ({s['name']})" if s.get("name") else "")
-        + f"  address {s.get('node_address', '-')}",
-        f"mode {s['mode']}  mesh {s['mesh']}  {keyed}  other clients {s['clients']}",
-        f"babeld {_text(b.get('version'))}  pid {_text(b.get('pid'))}  "
-        f"restarts {b.get('restarts', 0)}  router id {_text(b.get('my_id'))}",
+        f"node {s.node_id}" + (f" ({s.name})" if s.name else "") + f"  address {s.node_address}",
+        f"mode {s.mode}  mesh {s.mesh}  {keyed}  other clients {s.clients}",
+        f"babeld {_text(b.version)}  pid {_text(b.pid)}  "
+        f"restarts {b.restarts}  router id {_text(b.my_id)}",
     ]
-    if b.get("found") is False:
+    if not b.found:
         lines.append("  babeld NOT FOUND: install it (Debian: apt-get install babeld)")
-    if b.get("last_error"):
-        lines.append(f"  last error: {b['last_error']}")
-    for pattern in s.get("unmatched_globs") or []:
+    if b.last_error:
+        lines.append(f"  last error: {b.last_error}")
+    for pattern in s.raw.get("unmatched_globs") or []:
         lines.append(f"  --interface {pattern} matches no link")
     lines.append("")
-    if s["interfaces"]:
+    if s.interfaces:
         lines.append("interfaces")
-        addresses = {a["interface"]: a["address"] for a in s["addresses"]}
+        addresses = {a.interface: a.address for a in s.addresses}
         lines += _table(
             [
                 [
-                    i["name"],
-                    i["kind"],
-                    "up" if i["up"] else "down",
-                    _speed(i.get("speed_mbps")),
-                    _text(i.get("cost")),
-                    "yes" if i["babel"] else "no",
-                    addresses.get(i["name"], "-"),
+                    i.name,
+                    i.kind,
+                    "up" if i.up else "down",
+                    _speed(i.speed_mbps),
+                    _text(i.cost),
+                    "yes" if i.babel else "no",
+                    addresses.get(i.name, "-"),
                 ]
-                for i in s["interfaces"]
+                for i in s.interfaces
             ],
             ["NAME", "KIND", "STATE", "SPEED", "COST", "BABEL", "ADDRESS"],
         )
     else:
         lines.append("interfaces: none eligible")
-    if s["neighbours"]:
+    if s.neighbours:
         lines.append("neighbours")
         lines += _table(
             [
                 [
-                    n["address"],
-                    n["interface"],
-                    n["reach"],
-                    _text(n["cost"]),
-                    "-" if n["rtt"] is None else f"{n['rtt']:.3f} ms",
+                    _text(n.address),
+                    _text(n.interface),
+                    _text(n.reach),
+                    _text(n.cost),
+                    "-" if n.rtt is None else f"{n.rtt:.3f} ms",
                 ]
-                for n in s["neighbours"]
+                for n in s.neighbours
             ],
             ["ADDRESS", "IF", "REACH", "COST", "RTT"],
         )
     else:
         lines.append("neighbours: none")
-    installed = sorted((r for r in s["routes"] if r["installed"]), key=lambda r: r["prefix"])
+    installed = sorted((r for r in s.routes if r.installed), key=lambda r: r.prefix or "")
     if installed:
         lines.append("routes")
         rows = [
-            [r["prefix"], _text(r["metric"]), _text(r["via"]), _text(r["interface"])]
-            for r in installed
+            [_text(r.prefix), _text(r.metric), _text(r.via), _text(r.interface)] for r in installed
         ]
         lines += _table(rows, ["PREFIX", "METRIC", "VIA", "IF"])
     else:
         lines.append("routes: none installed")
-    others = len(s["routes"]) - len(installed)
+    others = len(s.routes) - len(installed)
     if others:
         noun = "route" if others == 1 else "routes"
         lines.append(f"  ({others} more {noun} not installed: babblerctl status --json)")
@@ -241,9 +235,9 @@ def main(ctx: click.Context, socket_path: Path | None) -> None:
         ctx.invoke(status, socket_path=None, as_json=False)
 
 
-def _ask(ctx: click.Context, socket_path: Path | None, request: str) -> Any:
-    """One request's JSON answer, from the socket this command was given."""
-    return ask(_socket(ctx, socket_path), request)
+def _client(ctx: click.Context, socket_path: Path | None) -> Client:
+    """The client of the socket this command was given."""
+    return Client(_socket(ctx, socket_path))
 
 
 @main.command()
@@ -254,8 +248,8 @@ def status(ctx: click.Context, socket_path: Path | None, as_json: bool) -> None:
     """Show the node's state (never starts an on-demand mesh)."""
 
     def go() -> None:
-        value = _ask(ctx, socket_path, "status")
-        click.echo(json.dumps(value, indent=2) if as_json else render_status(value))
+        value = _client(ctx, socket_path).status()
+        click.echo(json.dumps(value.raw, indent=2) if as_json else render_status(value))
 
     _run(go)
 
@@ -270,9 +264,9 @@ def nodes(ctx: click.Context, socket_path: Path | None, as_json: bool) -> None:
     their route in the last 10 minutes are listed as unreachable."""
 
     def go() -> None:
-        value = _ask(ctx, socket_path, "status")
+        value = _client(ctx, socket_path).status()
         if as_json:
-            click.echo(json.dumps(value.get("nodes", []), indent=2))
+            click.echo(json.dumps([n.raw for n in value.nodes], indent=2))
         else:
             click.echo("\n".join(render_nodes(value)))
 
@@ -305,7 +299,7 @@ def graph(ctx: click.Context, socket_path: Path | None, svg: Path | None) -> Non
     with its names at both ends and its speed."""
 
     def go() -> None:
-        dot = to_dot(Graph.from_status(_ask(ctx, socket_path, "status")))
+        dot = to_dot(Graph.from_status(_client(ctx, socket_path).status().raw))
         if svg is None:
             click.echo(dot, nl=False)
         else:
@@ -322,7 +316,7 @@ def graph(ctx: click.Context, socket_path: Path | None, svg: Path | None) -> Non
 def path(ctx: click.Context, socket_path: Path | None, node: str) -> None:
     """Show the path to NODE (a name, node id or node address) hop by hop: each node, the
     link it leaves by and its cost, from the node infos, checked against babeld's route."""
-    _run(lambda: click.echo(render_path(_ask(ctx, socket_path, "status"), node)))
+    _run(lambda: click.echo(render_path(_client(ctx, socket_path).status(), node)))
 
 
 @main.command()
@@ -334,11 +328,11 @@ def ip(ctx: click.Context, socket_path: Path | None, show_all: bool) -> None:
     path to it exists, whichever cable is pulled."""
 
     def go() -> None:
-        value = _ask(ctx, socket_path, "status")
-        click.echo(value["node_address"])
+        value = _client(ctx, socket_path).status()
+        click.echo(value.node_address)
         if show_all:
-            for entry in value["addresses"]:
-                click.echo(f"{entry['address']}  {entry['interface']}")
+            for entry in value.addresses:
+                click.echo(f"{entry.address}  {entry.interface}")
 
     _run(go)
 
@@ -348,7 +342,7 @@ def ip(ctx: click.Context, socket_path: Path | None, show_all: bool) -> None:
 @click.pass_context
 def stats(ctx: click.Context, socket_path: Path | None) -> None:
     """Show the daemon process's own tasks, open files and memory, as JSON."""
-    _run(lambda: click.echo(json.dumps(_ask(ctx, socket_path, "stats"), indent=2)))
+    _run(lambda: click.echo(json.dumps(_client(ctx, socket_path).stats(), indent=2)))
 
 
 @main.command()
@@ -361,20 +355,18 @@ def dump(ctx: click.Context, socket_path: Path | None) -> None:
     """
 
     def go() -> None:
-        with Connection(_socket(ctx, socket_path)) as conn:
-            for line in conn.request("dump"):
-                click.echo(line)
+        for line in _client(ctx, socket_path).request("dump"):
+            click.echo(line)
 
     _run(go)
 
 
 def _stream(socket_path: Path, request: str) -> None:
-    with Connection(socket_path, timeout=None) as conn:
+    with Connection(socket_path) as conn:
+        conn.settimeout(None)  # a quiet mesh sends nothing for hours
         conn.send(request)
         for line in conn.lines():
             click.echo(line)
-            if line.startswith(("no ", "bad")):
-                raise BabblerError(f"babblerd said: {line}")
 
 
 @main.command()

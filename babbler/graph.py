@@ -9,6 +9,7 @@ breadth-first; `path` follows the lowest total cost, as babeld's metric does.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,7 +31,7 @@ class Graph:
     edges: dict[str, list[Edge]] = field(default_factory=dict)
 
     @classmethod
-    def from_status(cls, status: dict[str, Any]) -> Graph:
+    def from_status(cls, status: Mapping[str, Any]) -> Graph:
         graph = cls(status["node_id"])
         graph.names[graph.me] = status.get("name") or graph.me
         speeds = {i["name"]: i.get("speed_mbps") for i in status.get("interfaces") or []}

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 import click
 
 from babbler import __version__
-from babbler.client import NotRunning
+from babbler.client import NotRunning, parse_status
 from babbler.config import MAX_HELLO_INTERVAL, MIN_HELLO_INTERVAL
 from babbler.ctl import render_status, render_svg, run_command
 from babbler.errors import BabblerError
@@ -160,7 +160,7 @@ def lab_status(name: str, node: str | None) -> None:
     def go() -> None:
         lab = Lab.load(name)
         if node:
-            click.echo(render_status(lab.status(lab.node(node))))
+            click.echo(render_status(parse_status(lab.status(lab.node(node)))))
             return
         for n in lab.nodes:
             try:
@@ -221,7 +221,7 @@ def demo(name: str, nodes: int, topology: str, hello_interval: float | None, mod
                 )
             status = _with_infos(lab, first)
             click.echo(f"\n$ babblerctl status --socket {first.socket}")
-            click.echo(render_status(status))
+            click.echo(render_status(parse_status(status)))
             far = lab.nodes[farthest(lab) - 1]
             address = lab.status(far)["node_address"]
             click.echo(

@@ -16,6 +16,7 @@ from ipaddress import IPv6Network
 from typing import Any
 
 from babbler.addressing import format_node_id, node_address, node_id_of
+from babbler.nodediff import node_changes
 from babbler.state import is_usable
 
 REFRESH = 60.0
@@ -162,27 +163,9 @@ class NodeBook:
 
 
 def events(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """`watch` events between two `view`s: a node up (newly reachable), down (route lost or
-    forgotten), or changed (name, metric, path or info), ages aside."""
-
-    def key(view: dict[str, Any]) -> dict[str, Any]:
-        return {k: v for k, v in view.items() if k not in ("info_age_s", "error")}
-
-    old = {n["node_id"]: n for n in before}
-    new = {n["node_id"]: n for n in after}
-    out = []
-    for node_id, view in new.items():
-        was = old.get(node_id)
-        if was is None or (view["reachable"] and not was["reachable"]):
-            action = "up" if view["reachable"] else "down"
-        elif was["reachable"] and not view["reachable"]:
-            action = "down"
-        elif key(was) != key(view):
-            action = "changed"
-        else:
-            continue
-        out.append({"type": "node", "action": action, "node": view})
-    for node_id, view in old.items():
-        if node_id not in new:
-            out.append({"type": "node", "action": "down", "node": {**view, "reachable": False}})
-    return out
+    """`watch` node events between two `view`s (nodediff.py says when a node is up, down or
+    changed)."""
+    return [
+        {"type": "node", "action": action, "node": dict(view)}
+        for action, view in node_changes(before, after)
+    ]

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from babbler.client import status
+from babbler.client import ask
 from babbler.lab import netns, probe
 from babbler.lab.node import Node
 from babbler.lab.processes import Daemons, end
@@ -163,7 +163,8 @@ class Lab:
     # -- looking -------------------------------------------------------------------------------
 
     def status(self, node: Node) -> dict[str, Any]:
-        return status(node.socket)
+        value: dict[str, Any] = ask(node.socket, "status")
+        return value
 
     def exec(self, node: Node, *cmd: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
         return probe.exec_in(node, *cmd, timeout=timeout)

@@ -9,7 +9,7 @@ from ipaddress import IPv6Network
 from typing import Any
 
 from babbler.addressing import node_range
-from babbler.client import status
+from babbler.client import ask
 from babbler.lab.node import Node
 from babbler.lab.topology import LabError
 from babbler.state import INFINITY, is_usable
@@ -45,7 +45,7 @@ def _within(prefix: str, network: IPv6Network) -> bool:
 
 def routes_complete(nodes: Sequence[Node]) -> bool:
     """Every running node has a usable route into every other running node's range."""
-    states = {n.index: status(n.socket) for n in running(nodes)}
+    states = {n.index: ask(n.socket, "status") for n in running(nodes)}
     ranges = {i: node_range(int(s["node_id"], 16)) for i, s in states.items()}
     for i, s in states.items():
         usable = [r["prefix"] for r in s["routes"] if is_usable(r)]
@@ -59,7 +59,7 @@ def addresses(nodes: Sequence[Node]) -> dict[int, str]:
     """Node index -> its first mesh address (running nodes that have one)."""
     out = {}
     for node in running(nodes):
-        found = status(node.socket)["addresses"]
+        found = ask(node.socket, "status")["addresses"]
         if found:
             out[node.index] = found[0]["address"]
     return out
@@ -93,7 +93,7 @@ def wait_settled(node: Node, timeout: float = 15.0) -> bool:
     """Wait until the node's installed routes are the cheapest it knows. Pings work before
     that: babeld moves to a better route gradually. Returns whether it settled in time."""
     deadline = time.monotonic() + timeout
-    while not settled(status(node.socket)):
+    while not settled(ask(node.socket, "status")):
         if time.monotonic() >= deadline:
             return False
         time.sleep(0.1)

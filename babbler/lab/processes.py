@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from babbler.babeld.process import process_name
-from babbler.client import NotRunning, status
+from babbler.client import Disconnected, NotRunning, ask
 from babbler.lab.topology import LabError
 
 STOP_TIMEOUT = 5.0
@@ -94,9 +94,9 @@ class Daemons:
                     + (f": {said}" if said else "")
                 )
             try:
-                status(socket, timeout=2)
+                ask(socket, "status", timeout=2)
                 return
-            except (NotRunning, OSError):
+            except (NotRunning, Disconnected, OSError):
                 time.sleep(0.02)
         raise LabError(f"babblerd on {name} did not serve {socket} within {SERVE_TIMEOUT:g} s")
 

@@ -25,6 +25,18 @@ def make_lab() -> Iterator[LabFactory]:
 
     yield make
     for lab in labs:
+        _print_logs(lab)  # shown by pytest only when the test failed
         lab.down()
     left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert not any(f"bbl-{lab.name}-" in left for lab in labs), left
+
+
+def _print_logs(lab: Lab, lines: int = 60) -> None:
+    """The end of each node's daemon log, before `down` deletes it."""
+    for node in lab.nodes:
+        try:
+            text = node.log.read_text(errors="replace").splitlines()
+        except OSError:
+            continue
+        print(f"--- {lab.name} {node.name}: last {lines} lines of {node.log}")
+        print("\n".join(text[-lines:]))

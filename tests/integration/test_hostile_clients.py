@@ -15,11 +15,13 @@ import statistics
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from babbler.client import Connection
 from babbler.errors import BabblerError
+from babbler.lab import Lab, Node
 from babbler.server import MAX_CLIENTS
 from tests.integration.helpers import WAIT, LabFactory, batch, stats, until
 from tests.integration.watcher import Follower
@@ -39,6 +41,23 @@ def raw(path: Path) -> socket.socket:
         raise
     sock.settimeout(10)
     return sock
+
+
+def descriptors(lab: Lab, node: Node) -> list[str]:
+    """What the node's daemon has open, one entry per descriptor (`socket:[inode]`, paths)."""
+    fds = Path(f"/proc/{node.pid}/fd")
+    out = []
+    for fd in fds.iterdir():
+        try:
+            out.append(f"{fd.name} {os.readlink(fd)}")
+        except FileNotFoundError:
+            continue
+    return out
+
+
+def named(status: dict[str, Any]) -> bool:
+    """Every other node has answered with its info."""
+    return bool(status["nodes"]) and all(n["name"] for n in status["nodes"])
 
 
 def read_until(sock: socket.socket, marker: bytes, limit: int = 1 << 20) -> bytes:
@@ -85,14 +104,20 @@ def test_hostile_clients_do_not_hurt_the_daemon_babeld_or_other_clients(
     lab.wait_reachable(WAIT)
     babeld = lab.status(n1)["babeld"]["pid"]
     # The base from a moment when the daemon had seen every earlier connection go (the
-    # asker alone connected), so that a connection still closing is not counted in it.
+    # asker alone connected), so that a connection still closing is not counted in it; and
+    # after the nodes have read each other's info: until then those asks come often, and a
+    # TCP connection of theirs open at that moment would count in the base (seen: 2 more).
+    until(lambda: named(lab.status(n1)) and named(lab.status(n2)), what="node infos read")
     base: dict[str, int] = {}
 
     def alone() -> bool:
+        first = stats(n1)
+        time.sleep(0.2)
         base.update(stats(n1))
-        return base["clients"] == 1
+        return base["clients"] == first["clients"] == 1 and base["open_fds"] == first["open_fds"]
 
     until(alone, what="earlier connections gone")
+    before = descriptors(lab, n1)
     watcher = Follower(n1.socket, "watch")
     poller = Poller(n1.socket)
     poller.start()
@@ -176,7 +201,15 @@ def test_hostile_clients_do_not_hurt_the_daemon_babeld_or_other_clients(
 
     status = lab.status(n1)
     assert status["babeld"]["pid"] == babeld and status["babeld"]["restarts"] == 0
-    until(lambda: stats(n1)["open_fds"] == base["open_fds"], what="descriptors back to base")
+    try:
+        until(lambda: stats(n1)["open_fds"] == base["open_fds"], what="descriptors back to base")
+    except AssertionError:
+        now = descriptors(lab, n1)
+        raise AssertionError(
+            f"descriptors not back to base {base['open_fds']}: now {len(now) - 1} (one is the "
+            f"asker's):\n  new: {sorted(set(now) - set(before))}\n  gone: "
+            f"{sorted(set(before) - set(now))}\n{lab.exec(n1, 'ss', '-apn').stdout}"
+        ) from None
     assert not poller.failures, poller.failures
     assert not watcher.closed.is_set() or watcher.lines  # it was served throughout
     assert watcher.events("addresses")  # and saw the flaps as events

@@ -8,6 +8,7 @@ from ipaddress import IPv6Address
 from typing import Any
 
 from babbler import views
+from babbler.client import Status, parse_status
 from babbler.links.model import Link, Selector
 from tests.unit.recorded import RECORDED, table_of
 
@@ -47,6 +48,16 @@ def facts(**changes: object) -> views.Facts:
     return replace(base, **changes)  # type: ignore[arg-type]
 
 
+INTERFACE_ENTRY: dict[str, Any] = {
+    "name": "eth1",
+    "kind": "ethernet",
+    "up": True,
+    "babel": True,
+    "speed_mbps": 10000,
+    "cost": 32,
+}
+
+
 STATUS: dict[str, Any] = {
     "version": "0.1.0",
     "node_id": "1a2b3c4d5e6f",
@@ -63,16 +74,7 @@ STATUS: dict[str, Any] = {
     },
     "addresses": [{"interface": "eth1", "address": "fde0:20c6:1fa7:ffff:1a2b:3c4d:5e6f:1"}],
     "node_address": "fde0:20c6:1fa7:ffff:1a2b:3c4d:5e6f:0",
-    "interfaces": [
-        {
-            "name": "eth1",
-            "kind": "ethernet",
-            "up": True,
-            "babel": True,
-            "speed_mbps": 10000,
-            "cost": 32,
-        }
-    ],
+    "interfaces": [INTERFACE_ENTRY],
     "neighbours": [],
     "routes": [],
     "xroutes": [],
@@ -84,3 +86,47 @@ STATUS: dict[str, Any] = {
     "name": "n1",
     "nodes": [],
 }
+
+NODE_ENTRY: dict[str, Any] = {
+    "node_id": "aaaabbbbcccc",
+    "name": "n2",
+    "node_address": "fde0:20c6:1fa7:ffff:aaaa:bbbb:cccc:0",
+    "reachable": True,
+    "metric": 32,
+    "interface": "eth1",
+    "via": "fe80::2",
+    "version": "0.1.0",
+    "info": {},
+    "info_age_s": 1.0,
+    "error": None,
+    "hops": 1,
+    "neighbours": [],
+    "links": [],
+}
+NEIGHBOUR_ENTRY: dict[str, Any] = {
+    "address": "fe80::2",
+    "interface": "eth1",
+    "reach": "ffff",
+    "rxcost": 32,
+    "txcost": 32,
+    "cost": 32,
+    "rtt": None,
+    "node_id": None,
+}
+
+
+def typed(partial: dict[str, Any]) -> Status:
+    """A Status from a partial status: every key it lacks, in it and in its entries, taken
+    from the samples above. The dict stays the test's own (raw is a merged copy)."""
+    status = {**STATUS, **partial}
+    status["interfaces"] = [{**INTERFACE_ENTRY, **i} for i in status["interfaces"]]
+    status["neighbours"] = [{**NEIGHBOUR_ENTRY, **n} for n in status["neighbours"]]
+    status["nodes"] = [
+        {
+            **NODE_ENTRY,
+            **n,
+            "links": [{**INTERFACE_ENTRY, **link} for link in n.get("links", [])],
+        }
+        for n in status["nodes"]
+    ]
+    return parse_status(status)

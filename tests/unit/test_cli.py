@@ -12,7 +12,7 @@ import pytest
 
 from babbler import sdnotify
 from babbler.ctl import render_status
-from tests.unit.samples import STATUS
+from tests.unit.samples import STATUS, typed
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -89,7 +89,7 @@ def test_render_status_for_people() -> None:
     status = {
         **STATUS,
         "clients": 1,
-        "babeld": {"pid": 7, "version": "babeld-1.12.1", "restarts": 2, "last_error": "boom"},
+        "babeld": {**STATUS["babeld"], "pid": 7, "restarts": 2, "last_error": "boom"},
         "keyed": True,
         "unmatched_globs": ["tb*"],
         "routes": [
@@ -113,7 +113,7 @@ def test_render_status_for_people() -> None:
             },
         ],
     }
-    text = render_status(status)
+    text = render_status(typed(status))
     assert "node 1a2b3c4d5e6f" in text and "mesh running" in text and "restarts 2" in text
     assert "last error: boom" in text
     assert "eth1  ethernet  up     10G    32    yes    fde0:20c6:1fa7:ffff:1a2b:3c4d:5e6f:1" in text
@@ -222,11 +222,11 @@ def test_render_nodes_for_people() -> None:
         "neighbours": [{"address": "fe80::b", "interface": "eth1", "node_id": nodes[0]["node_id"]}],
         "nodes": nodes,
     }
-    lines = render_nodes(status)
+    lines = render_nodes(typed(status))
     assert lines[0] == "nodes"
     b, c, unnamed, d = lines[2:]
     assert b.split()[4:9] == ["32", "eth1", "10G", "b", "12s"]
     assert c.split()[4:9] == ["64", "eth1", "10G", "b", "12s"]  # through b, its neighbour
     assert unnamed.split()[0] == "-" and unnamed.split()[-1] == "-"  # no answer yet
     assert "unreachable" in d
-    assert render_nodes({"nodes": []}) == ["nodes: no other node known yet"]
+    assert render_nodes(typed({"nodes": []})) == ["nodes: no other node known yet"]

@@ -9,6 +9,7 @@ import pytest
 
 from babbler.ctl import render_path
 from babbler.graph import Graph
+from tests.unit.samples import typed
 
 #   me --v1(32)-- a --(32)-- b
 #    \--v2(128)-------------/      the direct link to b is slow: the path goes through a
@@ -58,7 +59,7 @@ def test_hops_path_and_find() -> None:
 
 
 def test_path_for_people_names_each_hop_and_checks_babeld() -> None:
-    text = render_path(STATUS, "b")
+    text = render_path(typed(STATUS), "b")
     assert text.splitlines() == [
         "me -> b: 2 hops, cost 64, babeld's metric 64",
         "  me  v1 (cost 32)  -> a",
@@ -66,10 +67,10 @@ def test_path_for_people_names_each_hop_and_checks_babeld() -> None:
     ]
     STATUS["nodes"][1]["interface"] = "v2"  # babeld's route disagrees with the infos
     try:
-        assert "babeld's route leaves by v2, not v1" in render_path(STATUS, "b")
+        assert "babeld's route leaves by v2, not v1" in render_path(typed(STATUS), "b")
     finally:
         STATUS["nodes"][1]["interface"] = "v1"
-    assert render_path(STATUS, "fde0:20c6:1fa7:ffff:000a::").startswith("me -> a")
+    assert render_path(typed(STATUS), "fde0:20c6:1fa7:ffff:000a::").startswith("me -> a")
 
 
 def test_dot_has_every_machine_once_this_one_bold_and_each_link_once() -> None:

@@ -1,0 +1,264 @@
+"""Typed forms of babblerd's JSON: `status`, its `nodes`, and `watch` lines (pure).
+
+Field names are the JSON keys of docs/schema/*.schema.json. babblerd may add keys; every
+object keeps what it was made from in `raw`, so a newer key is reachable before this module
+names it. A value of the wrong shape raises ProtocolError.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any, Literal, TypeAlias
+
+from babbler.client.errors import ProtocolError
+
+Json: TypeAlias = Mapping[str, Any]
+NodeAction: TypeAlias = Literal["up", "down", "changed"]
+_RAW = field(repr=False, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Babeld:
+    pid: int | None
+    version: str | None
+    restarts: int
+    last_error: str | None
+    my_id: str  # babeld's router id, `aa:bb:...`
+    found: bool  # False: no babeld program on this machine
+
+
+@dataclass(frozen=True, slots=True)
+class Interface:
+    """A link babblerd selected (status `interfaces`; a node's `links` have the same form)."""
+
+    name: str
+    kind: str  # ethernet, thunderbolt, other
+    speed_mbps: int | None
+    cost: int
+    up: bool = True
+    babel: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Address:
+    interface: str
+    address: str
+
+
+@dataclass(frozen=True, slots=True)
+class Neighbour:
+    address: str | None  # link-local
+    interface: str | None
+    reach: str | None
+    rxcost: int | None
+    txcost: int | None
+    cost: int | None
+    rtt: float | None  # milliseconds
+    node_id: str | None  # the node it is, once a route from it says
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    prefix: str | None
+    router_id: str | None
+    metric: int | None
+    refmetric: int | None
+    installed: bool
+    via: str | None
+    interface: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class NodeNeighbour:
+    """A neighbour as another node's info lists it."""
+
+    node_id: str | None
+    interface: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """Another machine of the mesh (status `nodes`, `watch` node events)."""
+
+    node_id: str
+    name: str | None  # from its node info; None until it answered
+    node_address: str
+    reachable: bool
+    metric: int | None
+    interface: str | None  # the first link towards it
+    via: str | None  # the neighbour towards it (link-local)
+    hops: int | None  # in status only: hops in the graph the node infos give
+    version: str | None
+    info: Mapping[str, Any]  # its `[info]` table
+    info_age_s: float | None
+    error: str | None  # why the last ask for its info failed
+    neighbours: tuple[NodeNeighbour, ...]
+    links: tuple[Interface, ...]
+    raw: Json = _RAW
+
+    @property
+    def label(self) -> str:
+        """Its name, or its node id until it has told its name."""
+        return self.name or self.node_id
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    """This node's state: the answer to `status`."""
+
+    version: str
+    node_id: str
+    name: str
+    node_address: str
+    range: str
+    mode: str  # always, on-demand
+    mesh: str  # idle, waiting-for-interface, starting, running, restarting
+    keyed: bool
+    babeld: Babeld
+    addresses: tuple[Address, ...]
+    interfaces: tuple[Interface, ...]
+    neighbours: tuple[Neighbour, ...]
+    routes: tuple[Route, ...]
+    nodes: tuple[Node, ...]
+    clients: int
+    raw: Json = _RAW
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """The first line of `watch`: the whole status. After a reconnect a new one comes."""
+
+    status: Status
+    type: Literal["snapshot"] = "snapshot"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeEvent:
+    """A node came (`up`: newly reachable), went (`down`) or changed (name, path, info)."""
+
+    action: NodeAction
+    node: Node
+    type: Literal["node"] = "node"
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """Any other `watch` event, as JSON: `value` is the new value (`mesh`, `addresses`,
+    `interfaces`, `babeld`, `node_id`) or the table entry (`neighbour`, `route`, `xroute`,
+    `interface`, with `action` add, change or flush). Types may be added: ignore unknown ones."""
+
+    type: str
+    action: str | None
+    value: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Lost:
+    """Not from babblerd: a reconnecting `watch` lost its connection and is retrying.
+    The next event after it is a Snapshot."""
+
+    reason: str
+    type: Literal["lost"] = "lost"
+
+
+Event: TypeAlias = Snapshot | NodeEvent | Change | Lost
+
+
+def _fields(cls: Any, obj: Json, **extra: Any) -> dict[str, Any]:
+    """The keyword arguments of dataclass `cls` from the JSON object, `extra` given."""
+    names = [f.name for f in fields(cls) if f.name != "raw" and f.name not in extra]
+    return {**{n: obj[n] for n in names}, **extra}
+
+
+def _interface(obj: Json) -> Interface:
+    return Interface(
+        name=obj["name"],
+        kind=obj["kind"],
+        speed_mbps=obj["speed_mbps"],
+        cost=obj["cost"],
+        up=obj.get("up", True),
+        babel=obj.get("babel", True),
+    )
+
+
+def _node(obj: Json) -> Node:
+    return Node(
+        **_fields(
+            Node,
+            obj,
+            hops=obj.get("hops"),
+            neighbours=tuple(
+                NodeNeighbour(n["node_id"], n["interface"]) for n in obj["neighbours"]
+            ),
+            links=tuple(_interface(link) for link in obj["links"]),
+        ),
+        raw=obj,
+    )
+
+
+def _status(obj: Json) -> Status:
+    return Status(
+        **_fields(
+            Status,
+            obj,
+            babeld=Babeld(**_fields(Babeld, obj["babeld"])),
+            addresses=tuple(Address(a["interface"], a["address"]) for a in obj["addresses"]),
+            interfaces=tuple(_interface(i) for i in obj["interfaces"]),
+            neighbours=tuple(
+                Neighbour(**_fields(Neighbour, n, node_id=n.get("node_id")))
+                for n in obj["neighbours"]
+            ),
+            routes=tuple(Route(**_fields(Route, r)) for r in obj["routes"]),
+            nodes=tuple(_node(n) for n in obj["nodes"]),
+        ),
+        raw=obj,
+    )
+
+
+def _parsed(text: str) -> Json:
+    try:
+        obj = json.loads(text)
+    except ValueError:
+        raise ProtocolError(f"not JSON: {text[:80]!r}") from None
+    if not isinstance(obj, dict):
+        raise ProtocolError(f"not a JSON object: {text[:80]!r}")
+    return obj
+
+
+def _shaped(what: str, parse: Any, obj: Json) -> Any:
+    try:
+        return parse(obj)
+    except (KeyError, TypeError, ValueError, AttributeError) as error:
+        raise ProtocolError(
+            f"{what} of an unexpected shape ({type(error).__name__}: {error})"
+        ) from None
+
+
+def parse_status(text: str | Json) -> Status:
+    """A Status from `status`'s JSON line (or the object already decoded)."""
+    obj = _parsed(text) if isinstance(text, str) else text
+    status: Status = _shaped("status", _status, obj)
+    return status
+
+
+def parse_node(obj: Json) -> Node:
+    node: Node = _shaped("node", _node, obj)
+    return node
+
+
+def parse_event(text: str) -> Event:
+    """One `watch` line as an event."""
+    obj = _parsed(text)
+    kind = obj.get("type")
+    if not isinstance(kind, str):
+        raise ProtocolError(f"a watch line without a type: {text[:80]!r}")
+    if kind == "snapshot":
+        return Snapshot(parse_status(_shaped("snapshot", lambda o: o["status"], obj)))
+    action = obj.get("action")
+    if kind == "node":
+        if action not in ("up", "down", "changed"):
+            raise ProtocolError(f"a node event with action {action!r}")
+        return NodeEvent(action, parse_node(_shaped("node event", lambda o: o["node"], obj)))
+    return Change(kind, action, obj.get(kind))
