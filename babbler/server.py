@@ -31,6 +31,14 @@ FAREWELL = 0.5
 # The kernel's own cap on pending connections (net.core.somaxconn, 4096 on current Linux):
 # clients that connect with a timeout fail at once with EAGAIN when the backlog is full.
 BACKLOG = socket.SOMAXCONN
+# A client gone: trio's stream says so with its own errors; the writer sends on the raw
+# socket, where a peer gone is an OSError.
+HUNG_UP = (
+    trio.BrokenResourceError,
+    trio.ClosedResourceError,
+    BrokenPipeError,
+    ConnectionResetError,
+)
 
 
 async def _read_requests(stream: trio.SocketStream, client: Client, hub: Hub, view: View) -> None:
@@ -76,7 +84,8 @@ async def _write_queued(stream: trio.SocketStream, client: Client) -> None:
 async def handle_client(hub: Hub, view: View, stream: trio.SocketStream) -> None:
     """Serve one connection until it quits, hangs up, is too slow or the daemon stops."""
     if len(hub.clients) >= MAX_CLIENTS:
-        with trio.move_on_after(FAREWELL):
+        # A client may be gone already (a connect storm while full): nothing to tell it.
+        with trio.move_on_after(FAREWELL), contextlib.suppress(*HUNG_UP):
             await stream.send_all(b"no too many clients\n")
         await stream.aclose()
         return
@@ -92,12 +101,7 @@ async def handle_client(hub: Hub, view: View, stream: trio.SocketStream) -> None
                 # Quit or hang-up: the writer ends once it has sent what is queued.
                 client.close()
                 nursery.cancel_scope.deadline = trio.current_time() + FAREWELL
-    except* (
-        trio.BrokenResourceError,
-        trio.ClosedResourceError,
-        BrokenPipeError,  # the writer sends on the raw socket: a peer gone is an OSError there
-        ConnectionResetError,
-    ):
+    except* HUNG_UP:
         pass  # the client hung up: normal
     except* Exception:
         log.exception("client handler failed", client=client.number)

@@ -10,7 +10,7 @@ import socket
 import pytest
 import trio
 
-from babbler import fanout
+from babbler import fanout, server
 from babbler.requests import REQUESTS
 from tests.component.harness import connect, eventually, running, veth
 from tests.fakes.kernel import FakeKernel
@@ -115,3 +115,29 @@ async def test_a_missing_babeld_shows_in_status_while_idle() -> None:
     async with running(FakeKernel(veth("v1x2", 2))) as (d, _):
         client = await connect(d.config.socket_path)
         assert json.loads((await client.request("status"))[0])["babeld"]["found"] is True
+
+
+async def test_refused_clients_that_already_left_do_not_stop_the_server(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """At the connection limit, a client that connects and leaves at once (a connect storm
+    while the daemon is full) makes the refusal's write fail: the daemon serves on. Seen in
+    the hostile-clients test: the whole daemon went down with that write's error."""
+    monkeypatch.setattr(server, "MAX_CLIENTS", 2)
+    async with running(FakeKernel(veth("v1x2", 2)), mode="always") as (daemon, _):
+        await eventually(lambda: daemon.mesh.state == "running")
+        path = str(daemon.config.socket_path)
+        first = await connect(daemon.config.socket_path)
+        second = await connect(daemon.config.socket_path)
+        await eventually(lambda: len(daemon.hub.clients) == 2, what="two clients")
+        for _ in range(200):
+            gone = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            gone.connect(path)
+            gone.close()
+        refused = await connect(daemon.config.socket_path, read_header=False)
+        assert await refused.readline() == "no too many clients"
+        assert json.loads((await first.request("status"))[0])["mesh"] == "running"
+        await second.aclose()
+        await eventually(lambda: len(daemon.hub.clients) == 1, what="one left")
+        third = await connect(daemon.config.socket_path)
+        assert json.loads((await third.request("status"))[0])["mesh"] == "running"
