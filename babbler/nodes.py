@@ -22,6 +22,11 @@ from babbler.state import is_usable
 REFRESH = 60.0
 RETRY = 5.0
 FORGET = 600.0
+# A node whose own links changed (a link address of its range appeared or went) is asked
+# again this long after: its answer names its neighbours, which the picture and `path` are
+# made of; without this they were up to REFRESH old after a cable was pulled. Long enough
+# for the node's babeld to have dropped the neighbours of the link, short beside REFRESH.
+RELINKED = 1.0
 
 
 @dataclass
@@ -36,6 +41,8 @@ class Known:
     error: str | None = None  # why the last ask failed
     lost_at: float | None = None  # when its route went away
     in_flight: bool = False  # being asked now
+    links: frozenset[str] = frozenset()  # the routed addresses of its range (its links)
+    relinked_at: float | None = None  # when `links` last changed after it had answered
 
 
 def routed(routes: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
@@ -59,6 +66,23 @@ def routed(routes: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
     return out
 
 
+def ranges(routes: list[dict[str, Any]]) -> dict[int, frozenset[str]]:
+    """Node id -> the usable /128 routes inside its range: its node address and one address
+    per link it has up (a link going down takes its address's route with it)."""
+    out: dict[int, set[str]] = {}
+    for route in routes:
+        prefix = route.get("prefix")
+        if not prefix or not prefix.endswith("/128") or not is_usable(route):
+            continue
+        try:
+            node = node_id_of(IPv6Network(prefix).network_address)
+        except ValueError:
+            continue
+        if node is not None:
+            out.setdefault(node, set()).add(prefix)
+    return {node: frozenset(prefixes) for node, prefixes in out.items()}
+
+
 def _neighbours(info: dict[str, Any] | None) -> list[dict[str, Any]]:
     listed = (info or {}).get("neighbours")
     return [n for n in listed if isinstance(n, dict)] if isinstance(listed, list) else []
@@ -72,11 +96,14 @@ class NodeBook:
     def update_routes(self, routes: list[dict[str, Any]], now: float) -> None:
         live = routed(routes)
         live.pop(self.me, None)
+        links = ranges(routes)
         for node, route in live.items():
             known = self.nodes.setdefault(node, Known(node))
             if known.route is None:  # (re)appeared: ask at once
                 known.asked_at = None
-            known.route, known.lost_at = route, None
+            elif links[node] != known.links and known.fetched_at is not None:
+                known.relinked_at = now
+            known.route, known.lost_at, known.links = route, None, links[node]
         for known in list(self.nodes.values()):
             if known.node_id not in live and known.route is not None:
                 known.route, known.lost_at = None, now
@@ -96,7 +123,10 @@ class NodeBook:
             # An answer that could not yet name all its neighbours (asked as the mesh came
             # up) is asked again soon: the picture of the mesh is made of these names.
             unnamed = any(n.get("node_id") is None for n in _neighbours(known.info))
-            return known.fetched_at + (RETRY if unnamed else REFRESH)
+            at = known.fetched_at + (RETRY if unnamed else REFRESH)
+            if known.relinked_at is not None and known.relinked_at >= known.asked_at:
+                at = min(at, known.relinked_at + RELINKED)
+            return at
         return None
 
     def due(self, now: float) -> list[int]:

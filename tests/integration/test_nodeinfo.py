@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 from babbler.client import Connection
 from babbler.config import DEFAULT_INFO_PORT
@@ -164,3 +165,39 @@ def test_path_on_a_ring_follows_a_pulled_link(make_lab: LabFactory) -> None:
         return bool(n2["hops"] == 3 and n2["interface"] == "v1x4" and n2["reachable"])
 
     until(rerouted, what="babeld's route to n2 by v1x4, 3 hops")
+
+
+def hops_on(lab: Lab, node: Node) -> dict[str, int | None]:
+    return {n["name"]: n["hops"] for n in lab.status(node)["nodes"]}
+
+
+def test_a_five_node_line_by_hops_path_and_picture_and_a_cut_in_the_middle(
+    make_lab: LabFactory, tmp_path: Path
+) -> None:
+    lab = make_lab(5, "line")  # n1 - n2 - n3 - n4 - n5
+    n1, _, n3, _, n5 = lab.nodes
+    lab.wait_reachable(WAIT)
+    whole = {"n2": 1, "n3": 2, "n4": 3, "n5": 4}
+    until(lambda: hops_on(lab, n1) == whole, what="n2..n5 by name and hops on n1")
+    until(lambda: hops_on(lab, n5) == {"n4": 1, "n3": 2, "n2": 3, "n1": 4}, what="on n5")
+    assert path_of(n1, "n5") == ["n1", "n2", "n3", "n4", "n5"]
+
+    svg = tmp_path / "mesh.svg"
+    ctl = [sys.executable, "-m", "babbler.ctl", "--socket", str(n1.socket)]
+    subprocess.run([*ctl, "graph", "--svg", str(svg)], check=True, capture_output=True)
+    picture = svg.read_text()
+    assert picture.startswith("<?xml") and "</svg>" in picture
+    assert all(f">{name}<" in picture for name in ("n1", "n2", "n3", "n4", "n5")), picture
+    assert picture.count('class="edge"') == 4  # each link once
+
+    # Cut n3 - n4. n3's and n4's infos still list each other; they are asked again as soon
+    # as their link addresses' routes go (RELINKED), not a minute later (REFRESH): well
+    # within this bound, the picture on n1 has no path to n4 and n5.
+    lab.exec(n3, "ip", "link", "set", "v3x4", "down")
+    cut = {"n2": 1, "n3": 2, "n4": None, "n5": None}
+    until(lambda: hops_on(lab, n1) == cut, what="n4, n5 out of n1's picture", timeout=20)
+    shown = subprocess.run([*ctl, "path", "n5"], capture_output=True, text=True)
+    assert shown.returncode == 1 and "no path to n5" in shown.stderr, shown
+    lab.exec(n3, "ip", "link", "set", "v3x4", "up")
+    until(lambda: hops_on(lab, n1) == whole, what="the line whole again", timeout=20)
+    assert path_of(n1, "n5") == ["n1", "n2", "n3", "n4", "n5"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from babbler.addressing import format_node_id, interface_address, node_address
-from babbler.nodes import FORGET, REFRESH, RETRY, NodeBook, events, routed
+from babbler.nodes import FORGET, REFRESH, RELINKED, RETRY, NodeBook, events, routed
 
 ME, A, B = 0x1, 0xA, 0xB
 
@@ -79,3 +79,22 @@ def test_an_answer_naming_not_all_its_neighbours_is_asked_again_soon() -> None:
     book.asking(A, 1.0 + RETRY)
     book.answered(A, {"name": "a", "neighbours": [{"node_id": "01", "interface": "a1"}]}, 7.0)
     assert book.next_due() == 7.0 + REFRESH
+
+
+def test_a_node_whose_links_changed_is_asked_again_soon() -> None:
+    """A cable pulled at A takes the route to that link's address: A is asked again
+    RELINKED later, not REFRESH later, so its neighbours (the picture, `path`) follow."""
+    book = NodeBook(ME)
+    link = route(A, address=interface_address(A, 1))
+    book.update_routes([route(A), link], now=0.0)
+    book.asking(A, 0.0)
+    book.answered(A, {"neighbours": []}, 0.5)
+    book.update_routes([route(A), link, route(A, metric=64)], now=10.0)  # same links
+    assert book.next_due() == 0.5 + REFRESH
+    book.update_routes([route(A)], now=20.0)  # the link's address is gone
+    assert book.next_due() == 20.0 + RELINKED and book.due(20.0 + RELINKED) == [A]
+    book.asking(A, 21.0)
+    book.answered(A, {"neighbours": []}, 21.1)
+    assert book.next_due() == 21.1 + REFRESH  # once
+    book.update_routes([route(A), link], now=30.0)  # and back
+    assert book.due(30.0 + RELINKED) == [A]
