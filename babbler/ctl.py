@@ -104,7 +104,7 @@ def render_path(s: Status, what: str) -> str:
     if node.reachable and node.interface != first.interface:
         lines.append(
             f"  note: babeld's route leaves by {node.interface}, not {first.interface}: "
-            "the node infos are behind the routes (they refresh every minute)"
+            "the node infos are behind the routes (a node is asked again when its links change)"
         )
     return "\n".join(lines)
 

@@ -190,14 +190,15 @@ def test_a_five_node_line_by_hops_path_and_picture_and_a_cut_in_the_middle(
     assert all(f">{name}<" in picture for name in ("n1", "n2", "n3", "n4", "n5")), picture
     assert picture.count('class="edge"') == 4  # each link once
 
-    # Cut n3 - n4. n3's and n4's infos still list each other; they are asked again as soon
-    # as their link addresses' routes go (RELINKED), not a minute later (REFRESH): well
-    # within this bound, the picture on n1 has no path to n4 and n5.
+    # Cut n3 - n4. n3's and n4's infos still list each other; they are asked again soon
+    # after their link addresses' routes go (RELINKED after babeld drops them, measured
+    # ~15 s), not a minute later (REFRESH): within this bound the picture on n1 has no path
+    # to n4 and n5. (Their infos were read just now: their refresh is ~60 s away.)
     lab.exec(n3, "ip", "link", "set", "v3x4", "down")
     cut = {"n2": 1, "n3": 2, "n4": None, "n5": None}
-    until(lambda: hops_on(lab, n1) == cut, what="n4, n5 out of n1's picture", timeout=20)
+    until(lambda: hops_on(lab, n1) == cut, what="n4, n5 out of n1's picture", timeout=30)
     shown = subprocess.run([*ctl, "path", "n5"], capture_output=True, text=True)
     assert shown.returncode == 1 and "no path to n5" in shown.stderr, shown
     lab.exec(n3, "ip", "link", "set", "v3x4", "up")
-    until(lambda: hops_on(lab, n1) == whole, what="the line whole again", timeout=20)
+    until(lambda: hops_on(lab, n1) == whole, what="the line whole again", timeout=30)
     assert path_of(n1, "n5") == ["n1", "n2", "n3", "n4", "n5"]
