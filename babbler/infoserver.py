@@ -25,6 +25,7 @@ MAX_REQUEST = 64
 READ_TIMEOUT = 2.0  # seconds for the request line
 WRITE_TIMEOUT = 5.0  # seconds for the answer
 BIND_RETRY = 1.0  # seconds between tries while the node address is not there yet
+ACCEPT_PAUSE = 0.1  # after a failed accept (EMFILE): let descriptors free up, don't spin
 
 
 async def serve(port: int, address: IPv6Address, answer: Callable[[], bytes]) -> None:
@@ -60,7 +61,12 @@ async def _accept(listener: trio.socket.SocketType, answer: Callable[[], bytes])
 
     async with trio.open_nursery() as nursery:
         while True:
-            conn, peer = await listener.accept()
+            try:
+                conn, peer = await listener.accept()
+            except OSError as error:  # out of descriptors, or a peer gone before accept
+                log.debug("node info accept failed", error=str(error))
+                await trio.sleep(ACCEPT_PAUSE)
+                continue
             source = IPv6Address(peer[0].split("%")[0])
             refused = (
                 active >= MAX_CONNECTIONS

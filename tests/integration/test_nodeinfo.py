@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 from babbler.client import Connection
 from babbler.config import DEFAULT_INFO_PORT
@@ -202,3 +203,73 @@ def test_a_five_node_line_by_hops_path_and_picture_and_a_cut_in_the_middle(
     lab.exec(n3, "ip", "link", "set", "v3x4", "up")
     until(lambda: hops_on(lab, n1) == whole, what="the line whole again", timeout=30)
     assert path_of(n1, "n5") == ["n1", "n2", "n3", "n4", "n5"]
+
+
+HOSTILE = """
+import json, socket, sys, time
+address, port, what = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+
+def talk(payload, pause=0.0):
+    s = socket.create_connection((address, port), timeout=10)
+    try:
+        if pause:
+            s.sendall(payload[:3])
+            time.sleep(pause)
+        else:
+            s.sendall(payload)
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+        return data.decode(errors="replace")
+    except OSError as error:
+        return type(error).__name__
+    finally:
+        s.close()
+
+if what == "burst":  # 40 asks in a row from one source
+    print(json.dumps([talk(b"info\\n")[:1] for _ in range(40)]))
+elif what == "oversize":  # a megabyte without a newline
+    print(json.dumps(talk(b"i" * (1 << 20))))
+elif what == "slow":  # "inf", then nothing for longer than the server waits for a line
+    started = time.monotonic()
+    print(json.dumps([talk(b"info\\n", pause=3.0), time.monotonic() - started]))
+"""
+
+
+def hostile(lab: Lab, source: Node, address: str, what: str) -> Any:
+    command = [sys.executable, "-c", HOSTILE, address, str(DEFAULT_INFO_PORT), what]
+    return json.loads(lab.exec(source, *command, timeout=60).stdout)
+
+
+def test_hostile_peers_get_bounded_answers_per_source_and_the_daemon_serves_on(
+    make_lab: LabFactory,
+) -> None:
+    lab = make_lab(3, "line")  # n1 - n2 - n3: two sources, one and two hops away
+    n1, n2, n3 = lab.nodes
+    lab.wait_reachable(WAIT)
+    address = lab.status(n1)["node_address"]
+    babeld = lab.status(n1)["babeld"]["pid"]
+    until(lambda: ask(lab, n2, address, b"info\n").startswith(b"{"), what="info served")
+    base = stats(n1)
+
+    # One source asking 40 times in a row gets its burst (10) and then the rate (2 a
+    # second), the rest closed unanswered; another source is not affected by it.
+    answers = hostile(lab, n3, address, "burst")
+    # Unanswered: closed at once; with "info" unread, the close is a reset ("C..."). n3's
+    # own babblerd asks from the same address now and then: a token or two may be spent.
+    assert 8 <= answers.count("{") <= 20 and set(answers) <= {"{", "", "C"}, answers
+    assert ask(lab, n2, address, b"info\n").startswith(b"{")
+
+    # A megabyte without a newline: the first 64 bytes decide (`bad request`), or the
+    # connection is reset under the unread rest; either way nothing more is read.
+    oversize = hostile(lab, n2, address, "oversize")
+    assert oversize in ("bad request\n", "ConnectionResetError"), oversize
+    # A sender that stops mid-line is answered `bad request` after READ_TIMEOUT (2 s).
+    slow, seconds = hostile(lab, n2, address, "slow")
+    assert slow == "bad request\n" and 2.0 <= seconds < 10, (slow, seconds)
+
+    status = lab.status(n1)
+    assert status["mesh"] == "running" and status["babeld"]["pid"] == babeld
+    until(lambda: stats(n1)["open_fds"] <= base["open_fds"], what="descriptors back")
+    until(lambda: ask(lab, n2, address, b"info\n").startswith(b"{"), what="n2 answered")
+    until(lambda: ask(lab, n3, address, b"info\n").startswith(b"{"), what="n3 answered again")
