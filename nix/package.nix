@@ -21,6 +21,7 @@ python3Packages.buildPythonApplication {
       trio
       structlog
       click
+      anyio
     ]
     ++ lib.optionals stdenv.hostPlatform.isLinux [ pyroute2 ]
     # netifaces-plus installs the same `netifaces` module as nixpkgs' netifaces.

@@ -64,3 +64,18 @@ def test_babeld_is_the_release_asked_for_with_its_man_page() -> None:
     assert 'version = "1.13.1"' in text
     assert "babeld-${finalAttrs.version}.tar.gz" in text
     assert '"man"' in text and "MANDIR" in text
+
+
+def test_the_nix_package_has_every_dependency_pyproject_names() -> None:
+    """A dependency added to pyproject.toml and not to package.nix breaks only NixOS users."""
+    import tomllib
+
+    pyproject = tomllib.loads((NIX.parent / "pyproject.toml").read_text())
+    nix = (NIX / "package.nix").read_text()
+    nix_names = {"netifaces-plus": "netifaces"}  # the fork installs nixpkgs' module
+    for requirement in pyproject["project"]["dependencies"]:
+        name = re.split(r"[<>=;\s\[]", requirement, maxsplit=1)[0]
+        wanted = nix_names.get(name, name)
+        assert re.search(rf"^\s*{re.escape(wanted)}\b", nix, re.M) or f"[ {wanted} ]" in nix, (
+            f"{name} (pyproject.toml) is missing from nix/package.nix"
+        )
