@@ -38,6 +38,9 @@ MIN_HELLO_INTERVAL = 0.02
 DEFAULT_INFO_PORT = 6698
 MAX_NAME = 64
 MAX_INFO_FIELDS = 4096  # the user fields, so that an answer stays under its 16 KiB cap
+# The bench responder (docs/bench.md), next to node info.
+DEFAULT_BENCH_PORT = 6699
+BENCH = ("on", "off")
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,8 @@ class Config:
     name: str | None = None  # the node's name in node info; None: the host name
     info_port: int = DEFAULT_INFO_PORT  # TCP port of node info on the node address; 0: off
     info: tuple[tuple[str, str | int | float | bool], ...] = ()  # user fields of node info
+    bench: str = "on"  # the bench responder on the node address
+    bench_port: int = DEFAULT_BENCH_PORT
 
     @property
     def socket_path(self) -> Path:
@@ -321,6 +326,20 @@ SETTINGS: tuple[Setting, ...] = (
         reloadable=True,
         metavar="KEY=VALUE",
         repeatable=True,
+    ),
+    Setting(
+        "bench",
+        _one_of(BENCH, lower=True),
+        "answer `babblerctl bench` from other nodes: a responder process of its own, "
+        "unprivileged, on the node address, mesh sources only, one session at a time "
+        "[default: on]",
+        choices=BENCH,
+    ),
+    Setting(
+        "bench-port",
+        _port,
+        f"TCP port of the bench responder [default: {DEFAULT_BENCH_PORT}]",
+        metavar="PORT",
     ),
     Setting(
         "log-format",

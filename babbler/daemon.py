@@ -23,6 +23,7 @@ from babbler import __version__, infoclient, infoserver, nodeinfo, views
 from babbler.addressing import format_node_id, node_address
 from babbler.addrplan import IndexBook, plan, wanted_addresses
 from babbler.babeld.launch import Launch, interface_options
+from babbler.bench import supervise
 from babbler.config import DEFAULT_INFO_PORT, Config, reloaded
 from babbler.early import Early
 from babbler.errors import ConfigError, KernelError
@@ -221,15 +222,28 @@ class Daemon:
         )
         return nodeinfo.encode(value)
 
-    async def _serve_info(self) -> None:
-        """The info service on the node address while the mesh runs; moved to the new
-        address when the node id changes."""
+    def _serves_on_node_address(self) -> bool:
+        return bool(self.config.info_port) or self._bench_on()
+
+    def _bench_on(self) -> bool:
+        return self.config.bench == "on" and bool(self.config.bench_port)
+
+    async def _serve_on_node_address(self) -> None:
+        """The info service and the bench responder on the node address while the mesh
+        runs; moved to the new address when the node id changes."""
         while True:
             with trio.CancelScope() as scope:
                 self._info_scope = scope
-                await infoserver.serve(
-                    self.config.info_port, node_address(self.node_id), self.info_answer
-                )
+                address = node_address(self.node_id)
+                async with trio.open_nursery() as nursery:
+                    if self.config.info_port:
+                        nursery.start_soon(
+                            infoserver.serve, self.config.info_port, address, self.info_answer
+                        )
+                    if self._bench_on():
+                        nursery.start_soon(
+                            supervise.run_responder, str(address), self.config.bench_port
+                        )
 
     async def _follow_nodes(self) -> None:
         """Ask every routed node for its info when its route appears and every REFRESH
@@ -394,8 +408,8 @@ class Daemon:
             await self._set_active(True)
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self.mesh.run_while_active)
-                if self.config.info_port:
-                    nursery.start_soon(self._serve_info)
+                if self._serves_on_node_address():
+                    nursery.start_soon(self._serve_on_node_address)
                 nursery.start_soon(self._follow_nodes)
                 await self._until_released()
                 nursery.cancel_scope.cancel()

@@ -122,11 +122,13 @@ async def clear_stale(pid_file: Path, control_socket: Path) -> int | None:
 
 
 class BabeldProcess:
-    """A running babeld (spawned by babeld.launch.spawn). `pump_output` must run for output
-    to be logged and drained."""
+    """A running babeld (spawned by babeld.launch.spawn), or another child babblerd runs
+    the same way (the bench responder: `component` names it in the log). `pump_output`
+    must run for output to be logged and drained."""
 
-    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
+    def __init__(self, popen: subprocess.Popen[bytes], component: str = "babeld") -> None:
         self._popen = popen
+        self.component = component
         self.pid = self._popen.pid
         self._pidfd = _pidfd(self.pid)
         self.tail: collections.deque[str] = collections.deque(maxlen=OUTPUT_TAIL)
@@ -155,7 +157,7 @@ class BabeldProcess:
         text = raw.decode("utf-8", "replace").rstrip()
         if text:
             self.tail.append(text)
-            log.info(text, component="babeld", pid=self.pid)
+            log.info(text, component=self.component, pid=self.pid)
 
     def output(self) -> str:
         return " | ".join(self.tail)
@@ -180,6 +182,6 @@ class BabeldProcess:
             self._popen.send_signal(signal.SIGTERM)
             with trio.move_on_after(grace):
                 return await self.wait()
-            log.warning("babeld ignored SIGTERM, killing it", pid=self.pid, grace=grace)
+            log.warning("child ignored SIGTERM, killing it", component=self.component, pid=self.pid)
             self._popen.kill()
         return await self.wait()

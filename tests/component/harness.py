@@ -147,6 +147,7 @@ async def running(
     wrapper.chmod(0o755)
     settings.setdefault("mode", "on-demand")  # idle until a test subscribes or asks for always
     settings.setdefault("info_port", 0)  # no node info listener in the host's namespace
+    settings.setdefault("bench", "off")  # nor a bench responder
     config = replace(
         Config(run_dir=base / "run", state_dir=base / "state", babeld=str(wrapper)),
         interface=("v*",),

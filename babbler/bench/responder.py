@@ -1,0 +1,149 @@
+"""The bench responder: answers `babblerctl bench` from other nodes on this node's address
+(docs/bench.md). babblerd runs it as a process of its own, unprivileged, so that moving
+gigabytes never touches the daemon's event loop or its privileges:
+
+    python -m babbler.bench.responder --address NODE_ADDRESS [--port 6699]
+
+One session at a time (others get `{"error": "busy"}`; a ring's own sends to this node
+excepted), each ended after MAX_SESSION seconds; sources outside the mesh are closed at
+once; at most PENDING connections waiting for their request line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import socket
+import sys
+import threading
+import time
+from ipaddress import IPv6Address
+
+from babbler.addressing import MESH_PREFIX
+from babbler.bench import wire
+from babbler.bench.datapath import read_line, receive_exactly, receive_stream, send_stream
+
+PENDING = 8  # connections between accept and their request, at once
+BIND_RETRY = 1.0  # seconds: the node address appears when the mesh runs
+# A ring's senders wait this long after their `ok`, so that every node of the ring has its
+# own ring request (and lets the previous node's sends in) before the first send arrives.
+RING_START = 0.5
+
+
+class Responder:
+    def __init__(self, address: str, port: int) -> None:
+        self.address = address
+        self.port = port
+        self.busy = threading.Lock()
+        self.ring_token: str | None = None
+        self.pending = threading.BoundedSemaphore(PENDING)
+
+    def listen(self) -> socket.socket:
+        """The listening socket, once the node address exists."""
+        while True:
+            sock = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                sock.bind((self.address, self.port))
+                sock.listen(16)
+                return sock
+            except OSError:
+                sock.close()
+                time.sleep(BIND_RETRY)
+
+    def serve(self) -> None:
+        listener = self.listen()
+        print(f"bench responder on [{self.address}]:{self.port}", file=sys.stderr, flush=True)
+        while True:
+            try:
+                conn, peer = listener.accept()
+            except OSError:
+                time.sleep(0.1)  # out of descriptors, or a peer gone first
+                continue
+            source = IPv6Address(peer[0].split("%")[0])
+            if source not in MESH_PREFIX or not self.pending.acquire(blocking=False):
+                conn.close()
+                continue
+            threading.Thread(target=self.session, args=(conn,), daemon=True).start()
+
+    def session(self, conn: socket.socket) -> None:
+        deadline = time.monotonic() + wire.MAX_SESSION
+        held = False
+        with conn:
+            try:
+                conn.settimeout(wire.REQUEST_TIMEOUT)
+                try:
+                    request = wire.parse(read_line(conn))
+                finally:
+                    self.pending.release()
+                guest = request.token is not None and request.test == "send"
+                if guest and request.token != self.ring_token:
+                    conn.sendall(wire.answer(error="busy"))
+                    return
+                if not guest:
+                    held = self.busy.acquire(blocking=False)
+                    if not held:
+                        conn.sendall(wire.answer(error="busy"))
+                        return
+                if request.test == "ring":  # before `ok`: the previous node may come soon
+                    self.ring_token = request.token
+                conn.sendall(wire.answer(ok=True))
+                conn.settimeout(max(0.1, deadline - time.monotonic()))
+                self.run(conn, request, deadline)
+            except wire.BadRequest as error:
+                with contextlib.suppress(OSError):
+                    conn.sendall(wire.answer(error=f"bad request: {error}"))
+            except OSError:
+                pass  # the client went, or the session's time ran out
+            finally:
+                if held:
+                    self.ring_token = None
+                    self.busy.release()
+
+    def run(self, conn: socket.socket, request: wire.Request, deadline: float) -> None:
+        if request.test == "rtt":
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            buffer = memoryview(bytearray(request.size))
+            for _ in range(request.count):
+                receive_exactly(conn, buffer)
+                conn.sendall(buffer)
+        elif request.test == "send":
+            got, seconds = receive_stream(conn, request.nbytes)
+            conn.sendall(wire.answer(bytes=got, seconds=seconds))
+        elif request.test == "recv":
+            seconds = min(request.seconds, deadline - time.monotonic())
+            send_stream(conn, request.nbytes, seconds)
+            conn.shutdown(socket.SHUT_WR)
+        elif request.test == "ring":
+            time.sleep(RING_START)
+            seconds = min(request.seconds, deadline - time.monotonic() - 1.0)
+            conn.sendall(self.ring(request, seconds))
+
+    def ring(self, request: wire.Request, seconds: float) -> bytes:
+        """Send to the next node of the ring for `seconds`; its receiver's answer."""
+        assert request.to is not None
+        try:
+            with socket.create_connection((request.to, self.port), timeout=10) as out:
+                out.sendall(wire.Request("send", token=request.token).line())
+                said = read_line(out)
+                if said != wire.answer(ok=True).rstrip(b"\n"):
+                    return wire.answer(error=f"next node said {said.decode(errors='replace')}")
+                out.settimeout(seconds + 10)
+                send_stream(out, seconds=seconds)
+                out.shutdown(socket.SHUT_WR)
+                return read_line(out) + b"\n"
+        except OSError as error:
+            return wire.answer(error=f"cannot send to {request.to}: {error}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--address", required=True, help="the node address to serve on")
+    parser.add_argument("--port", type=int, default=wire.DEFAULT_PORT)
+    args = parser.parse_args()
+    with contextlib.suppress(KeyboardInterrupt):
+        Responder(args.address, args.port).serve()
+
+
+if __name__ == "__main__":
+    main()
