@@ -391,6 +391,92 @@ def watch(ctx: click.Context, socket_path: Path | None) -> None:
     _run(lambda: _stream(_socket(ctx, socket_path), "watch"))
 
 
+def _size(text: str) -> int:
+    """`1G`, `64M`, `16K`, `4096` -> bytes (powers of 1024)."""
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:].upper(), 1)
+    try:
+        value = int(text[:-1] if scale > 1 else text) * scale
+    except ValueError:
+        raise click.BadParameter(f"{text!r} is not a size like 64M or 1G") from None
+    if not 1024 <= value <= 1 << 30:
+        raise click.BadParameter("from 1K to 1G")
+    return value
+
+
+@main.command()
+@socket_option
+@click.argument("node", required=False)
+@click.option("--all", "every", is_flag=True, help="every reachable node in turn, one table")
+@click.option(
+    "--ring",
+    is_flag=True,
+    help="every node (this one too, in name order) sends to the next at the same time",
+)
+@click.option(
+    "--duration",
+    type=click.FloatRange(0.2, 30.0),
+    default=3.0,
+    show_default=True,
+    help="seconds of each throughput test (each way; the ring's)",
+)
+@click.option(
+    "--sweep/--no-sweep",
+    default=None,
+    help="message sizes from 1 KiB to --max-size, a time each [default: on for one node]",
+)
+@click.option("--max-size", default="1G", show_default=True, help="the sweep's largest message")
+@click.option(
+    "--port", type=click.IntRange(1, 65535), default=6699, show_default=True, help="responder port"
+)
+@click.option("--json", "as_json", is_flag=True, help="print the results as JSON")
+@click.option(
+    "--svg",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="draw throughput against message size into this SVG file (implies --sweep)",
+)
+@click.pass_context
+def bench(
+    ctx: click.Context,
+    socket_path: Path | None,
+    node: str | None,
+    every: bool,
+    ring: bool,
+    duration: float,
+    sweep: bool | None,
+    max_size: str,
+    port: int,
+    as_json: bool,
+    svg: Path | None,
+) -> None:
+    """Measure the links to NODE (a name, node id or node address) over TCP: round trips
+    (p50, p99), throughput each way for --duration seconds, and one message of each size
+    from 1 KiB to 1 GiB (time, GB/s), as the original's bandwidth bench. The other node's
+    babblerd answers (its responder, on by default: babblerd --bench).
+
+    --all measures every reachable node in turn (no sweep unless asked); --ring makes every
+    node send to the next at once, as an all-gather does, to find the slow link. No root
+    needed.
+    """
+    if sum((node is not None, every, ring)) != 1:
+        raise click.UsageError("give one of NODE, --all or --ring")
+    largest = _size(max_size)
+    from babbler.bench.cli import run_bench
+
+    _run(
+        lambda: run_bench(
+            _client(ctx, socket_path).status(),
+            node,
+            ring=ring,
+            duration=duration,
+            sweep=bool(sweep if sweep is not None else (node is not None or svg is not None)),
+            largest=largest,
+            port=port,
+            as_json=as_json,
+            svg=svg,
+        )
+    )
+
+
 @main.command()
 @click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
 def keygen(file: Path) -> None:

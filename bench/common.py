@@ -17,12 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
 sys.path.insert(0, str(ROOT))  # `python bench/x.py` from anywhere: babbler and tests.fakes
 
-
-def percentile(values: Sequence[float], p: float) -> float:
-    """Nearest-rank percentile (p in 0..100) of a non-empty sequence."""
-    ordered = sorted(values)
-    rank = max(1, min(len(ordered), round(p / 100 * len(ordered) + 0.5)))
-    return ordered[rank - 1]
+from babbler.bench.wire import percentile  # noqa: E402 (after the path above)
 
 
 def summary(values: Sequence[float]) -> dict[str, float | int]:

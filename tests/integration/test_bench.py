@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from tests.needs import tool
+
 pytestmark = pytest.mark.integration
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 
@@ -30,7 +32,7 @@ def run(script: str, *args: str) -> subprocess.CompletedProcess[str]:
 @pytest.fixture(scope="module")
 def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("results")
-    for name in ("convergence", "latency", "reaction", "cost", "scale", "startup"):
+    for name in ("convergence", "latency", "reaction", "cost", "scale", "startup", "linkbench"):
         printed = run(f"{name}.py", "--quick", "--out", str(out / f"{name}.json")).stdout
         assert "wrote" in printed and "---" in printed  # a table, then the file
     return out
@@ -82,6 +84,18 @@ def test_startup_starts_babeld_early_on_a_clean_node(results: Path) -> None:
     # Every run is a clean stop and start on settled links: babeld is spawned early.
     assert result["started_early"] == result["runs"] == 3
     assert 0 < result["exec_to_babeld_s"]["p50"] < 10
+
+
+def test_linkbench_puts_babblerctl_bench_next_to_iperf3(results: Path) -> None:
+    tool("iperf3", "iperf3")
+    data = load(results, "linkbench")
+    paths = {row["path"] for row in data["unshaped"]}  # type: ignore[attr-defined]
+    assert paths == {"n1 -> n2", "n2 -> n1", "n1 -> n3", "n3 -> n1"}
+    for row in data["unshaped"]:  # type: ignore[attr-defined]
+        assert row["babbler_gbit_s"] > 0 and row["iperf3_gbit_s"] > 0
+    shaped = [row for row in data["shaped"] if "path" in row]  # type: ignore[attr-defined]
+    assert [row["shaped_to"] for row in shaped] == ["100mbit", "1gbit"]
+    assert [row["bytes"] for row in data["sweep"]["sweep"]][-1] == 16 << 20  # type: ignore[index]
 
 
 def test_plot_draws_an_svg_from_the_results(results: Path, tmp_path: Path) -> None:

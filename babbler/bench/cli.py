@@ -1,0 +1,138 @@
+"""`babblerctl bench`: which nodes, in what order, with a progress bar on a terminal, and
+the output (runner measures, report renders)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import click
+
+from babbler.bench import report, runner
+from babbler.bench.report import NodeResult
+from babbler.bench.wire import SWEEP
+from babbler.client import Node, Status
+from babbler.errors import BabblerError
+
+BAR = 30
+
+
+class Bar:
+    """A one-line progress bar on stderr, when it is a terminal (else silent)."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+
+    def step(self, label: str) -> Callable[[float], None]:
+        def show(done: float) -> None:
+            if self.enabled:
+                filled = int(done * BAR)
+                bar = "#" * filled + "." * (BAR - filled)
+                sys.stderr.write(f"\r  {label:<28} [{bar}] {done * 100:3.0f}%")
+                sys.stderr.flush()
+
+        show(0.0)
+        return show
+
+    def clear(self) -> None:
+        if self.enabled:
+            sys.stderr.write("\r" + " " * (BAR + 40) + "\r")
+            sys.stderr.flush()
+
+
+def find(status: Status, what: str) -> Node:
+    """The reachable node named by a name, node id or node address. Raises BabblerError."""
+    for node in status.nodes:
+        if what in (node.name, node.node_id, node.node_address):
+            if not node.reachable:
+                raise BabblerError(f"{node.label} is not reachable now")
+            return node
+    raise BabblerError(f"no node {what!r} (a name, node id or node address: babblerctl nodes)")
+
+
+def measure(
+    node: Node,
+    port: int,
+    duration: float,
+    sizes: list[int],
+    bar: Bar,
+) -> NodeResult:
+    result = NodeResult(node.label, node.node_id, node.node_address, node.hops)
+    address = node.node_address
+    try:
+        result.rtts = runner.rtt(address, port, progress=bar.step(f"{node.label} round trips"))
+        result.sent = runner.send(address, port, duration, bar.step(f"{node.label} send"))
+        result.received = runner.receive(address, port, duration, bar.step(f"{node.label} receive"))
+        if sizes:
+            result.sweep = runner.sweep(address, port, sizes, bar.step(f"{node.label} sizes"))
+    except (runner.BenchError, OSError, ValueError) as error:
+        result.error = str(error)
+    finally:
+        bar.clear()
+    return result
+
+
+def run_bench(
+    status: Status,
+    node: str | None,
+    *,
+    ring: bool,
+    duration: float,
+    sweep: bool,
+    largest: int,
+    port: int,
+    as_json: bool,
+    svg: Path | None,
+) -> None:
+    me = status.name or status.node_id
+    bar = Bar(sys.stderr.isatty() and not as_json)
+    reachable = sorted((n for n in status.nodes if n.reachable), key=lambda n: n.label)
+    if ring:
+        if not reachable:
+            raise BabblerError("no other node is reachable: nothing to make a ring with")
+        members = sorted(
+            [(me, status.node_address), *((n.label, n.node_address) for n in reachable)]
+        )
+        names = [name for name, _ in members]
+        bar.step(f"ring of {len(members)} for {duration:g} s")(0.0)
+        rates = runner.ring([address for _, address in members], port, duration)
+        bar.clear()
+        if as_json:
+            out = []
+            for i, rate in enumerate(rates):
+                entry: dict[str, object] = {"from": names[i], "to": names[(i + 1) % len(names)]}
+                if isinstance(rate, runner.Rate):
+                    entry |= {"bytes": rate.nbytes, "seconds": rate.seconds, "gbit_s": rate.gbit_s}
+                else:
+                    entry["error"] = rate
+                out.append(entry)
+            click.echo(json.dumps({"from": me, "ring": out}, indent=2))
+        else:
+            click.echo("\n".join(report.ring(names, rates, duration)))
+        if any(not isinstance(rate, runner.Rate) for rate in rates):
+            sys.exit(1)
+        return
+    targets = [find(status, node)] if node is not None else reachable
+    if not targets:
+        raise BabblerError("no other node is reachable")
+    sizes = [size for size in SWEEP if size <= largest] if sweep else []
+    results = [measure(target, port, duration, sizes, bar) for target in targets]
+    if as_json:
+        found: dict[str, object] = {"from": me, "nodes": [r.to_json() for r in results]}
+        if node is None:
+            found["behind_slow_links"] = report.behind_slow_links(results)
+        click.echo(json.dumps(found, indent=2))
+    elif node is not None:
+        click.echo("\n".join(report.one(me, results[0])))
+    else:
+        click.echo("\n".join(report.every(me, results)))
+        for result in results:
+            if result.sweep:
+                click.echo("\n" + "\n".join(report.one(me, result)))
+    if svg is not None:
+        svg.write_text(report.svg(me, results))
+        click.echo(f"wrote {svg}", err=as_json)
+    if any(result.error for result in results):
+        sys.exit(1)

@@ -1,0 +1,103 @@
+"""The bench's pure parts: requests and their limits, percentiles, and the reports."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from babbler.bench import report, wire
+from babbler.bench.report import NodeResult
+from babbler.bench.runner import Rate
+
+
+def test_a_request_round_trips_through_its_line() -> None:
+    request = wire.Request("ring", seconds=2.5, to="fde0:20c6:1fa7:ffff::", token="ab12")
+    assert wire.parse(request.line().rstrip(b"\n")) == request
+    sized = wire.Request("send", nbytes=1 << 30)
+    assert json.loads(sized.line()) == {"test": "send", "bytes": 1 << 30}
+    assert wire.parse(sized.line()) == sized
+
+
+@pytest.mark.parametrize(
+    ("line", "says"),
+    [
+        (b"hello", "not a JSON line"),
+        (b"[1]", "not a JSON object"),
+        (b'{"test": "flood"}', "test must be one of"),
+        (b'{"test": "rtt", "size": 64}', "rtt needs size and count"),
+        (b'{"test": "rtt", "size": 100000, "count": 1}', "size must be"),
+        (b'{"test": "recv"}', "recv needs bytes or seconds"),
+        (b'{"test": "recv", "seconds": 3600}', "seconds must be from 0 to 60"),
+        (b'{"test": "recv", "seconds": true}', "seconds must be a number"),
+        (b'{"test": "send", "bytes": -1}', "bytes must be"),
+        (b'{"test": "ring", "to": "fde0:20c6:1fa7::1", "seconds": 1}', "ring needs"),
+        (b'{"test": "ring", "to": "2001:db8::1", "seconds": 1, "token": "x"}', "mesh address"),
+        (b'{"test": "ring", "to": "example.com", "seconds": 1, "token": "x"}', "IPv6 address"),
+        (b'{"test": "send", "token": 7}', "token must be"),
+    ],
+)
+def test_bad_requests_are_refused_with_the_reason(line: bytes, says: str) -> None:
+    with pytest.raises(wire.BadRequest, match=says):
+        wire.parse(line)
+
+
+def test_percentiles_by_nearest_rank() -> None:
+    values = [float(v) for v in range(1, 101)]
+    assert wire.percentile(values, 50) == 50 and wire.percentile(values, 99) == 99
+    assert wire.percentile([3.0], 99) == 3.0
+    assert wire.percentile(list(reversed(values)), 100) == 100
+
+
+def test_the_sweep_is_1_kib_to_1_gib_by_fours() -> None:
+    assert wire.SWEEP[0] == 1024 and wire.SWEEP[-1] == 1 << 30 and len(wire.SWEEP) == 11
+
+
+def sample() -> NodeResult:
+    result = NodeResult("n2", "aaaabbbbcccc", "fde0:20c6:1fa7:ffff:aaaa:bbbb:cccc:0", 1)
+    result.rtts = [0.0001] * 98 + [0.001] * 2  # p99: the 99th of 100
+    result.sent = Rate(10 * 10**9 // 8, 1.0)  # 10 Gbit/s
+    result.received = Rate(5 * 10**9 // 8, 1.0)
+    result.sweep = [(1024, 0.0001), (1 << 30, 0.5)]
+    return result
+
+
+def test_one_nodes_report_reads_like_the_originals_table() -> None:
+    lines = report.one("n1", sample())
+    assert lines[0] == "bench n1 -> n2 (fde0:20c6:1fa7:ffff:aaaa:bbbb:cccc:0, 1 hop)"
+    assert "p50 0.100 ms  p99 1.000 ms" in lines[1]
+    assert "10.00 Gbit/s  (n1 -> n2)" in lines[2] and "5.00 Gbit/s  (n2 -> n1)" in lines[3]
+    assert lines[-2].split() == ["1", "KiB", "0.100", "ms", "0.010"]
+    assert lines[-1].split() == ["1", "GiB", "500.000", "ms", "2.147"]
+
+
+def test_every_node_in_one_table_and_failures_said() -> None:
+    failed = NodeResult("n3", "c" * 12, "fde0:20c6:1fa7:ffff::", 2, error="busy")
+    lines = report.every("n1", [sample(), failed])
+    assert lines[2].split() == ["n2", "1", "0.100", "1.000", "10.00", "5.00"]
+    assert lines[3].split()[:3] == ["n3", "2", "failed:"]
+    slow = sample()
+    slow.name, slow.sent, slow.received = "n4", Rate(10**8 // 8, 1.0), Rate(10**8 // 8, 1.0)
+    assert report.every("n1", [sample(), slow])[-1].endswith("link (under half the best rate): n4")
+    assert not report.every("n1", [sample()])[-1].startswith("  behind")
+    as_json = sample().to_json()
+    assert as_json["send"]["gbit_s"] == pytest.approx(10.0)
+    assert as_json["sweep"][1]["gbyte_s"] == pytest.approx(2.147, abs=0.001)
+
+
+def test_the_ring_names_the_slowest_link() -> None:
+    lines = report.ring(["n1", "n2", "n3"], [Rate(10**9, 1.0), Rate(10**8, 1.0), "busy"], 1.0)
+    assert lines[1].split() == ["n1", "->", "n2", "8.00", "Gbit/s"]
+    assert lines[3].split()[:4] == ["n3", "->", "n1", "failed:"]
+    assert lines[-1] == "  slowest 0.80 Gbit/s, sum 8.80 Gbit/s"
+
+
+def test_the_picture_is_an_svg_with_a_line_per_node() -> None:
+    other = sample()
+    other.name = "n3 <slow>"
+    root = ET.fromstring(report.svg("n1", [sample(), other]))
+    ns = "{http://www.w3.org/2000/svg}"
+    assert root.tag == f"{ns}svg"
+    assert len(root.findall(f"{ns}polyline")) == 2
+    assert "n3 <slow>" in [t.text for t in root.findall(f"{ns}text")]
