@@ -54,6 +54,8 @@ def test_a_bench_measures_a_node_and_its_daemon_stays_quick(make_lab: LabFactory
     n1, _, n3 = lab.nodes
     lab.wait_reachable(WAIT)
     until(lambda: named(lab, n1, 2), what="n2 and n3 known by name on n1")
+    hops = {"n2": 1, "n3": 2}
+    until(lambda: {n["name"]: n["hops"] for n in lab.status(n1)["nodes"]} == hops, what="hops")
     # The responder: a process of its own, without any capability.
     status = Path(f"/proc/{responder_of(n3)}/status").read_text()
     assert "CapEff:\t0000000000000000" in status and "CapBnd:\t0000000000000000" in status
