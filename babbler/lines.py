@@ -18,29 +18,63 @@ TOO_LONG: Final = b"\0too-long"
 CHUNK = 65536
 
 
+class LineSplitter:
+    """Bytes in, complete lines out (pure; the line logic of LineReader, also used by the
+    thread that reads babeld, babeld/reader.py)."""
+
+    def __init__(self, max_line: int) -> None:
+        self._max = max_line
+        self._partial = b""  # the start of a line whose newline has not come yet
+        self._discarding = False  # dropping an over-long line's bytes up to its newline
+
+    def feed(self, data: bytes | bytearray) -> list[bytes]:
+        """The lines `data` completes (each without its newline and trailing CR; TOO_LONG
+        for one over the cap), perhaps none."""
+        # bytes(b) of a bytes object is that object: no copy in the usual case.
+        data = self._partial + data if self._partial else bytes(data)
+        lines = data.split(b"\n")
+        self._partial = lines.pop()
+        if lines and self._discarding:  # the first line's start was dropped
+            self._discarding = False
+            lines[0] = TOO_LONG
+        if len(self._partial) > self._max:
+            self._discarding = True
+            self._partial = b""
+        if lines and (b"\r" in data or max(map(len, lines)) > self._max):
+            lines = [self._clean(line) for line in lines]
+        return lines
+
+    def leftover(self) -> bytes:
+        """The bytes of a line not yet complete (to hand the stream over to another reader)."""
+        return self._partial
+
+    def _clean(self, line: bytes) -> bytes:
+        if line is TOO_LONG or len(line) > self._max:
+            return TOO_LONG
+        return line.removesuffix(b"\r")
+
+
 class LineReader:
     def __init__(self, stream: trio.abc.ReceiveStream, max_line: int) -> None:
         self._stream = stream
-        self._max = max_line
-        self._partial = b""  # the start of a line whose newline has not come yet
-        self._ready: collections.deque[bytes] = collections.deque()
-        self._discarding = False  # dropping an over-long line's bytes up to its newline
+        self.splitter = LineSplitter(max_line)
+        self.ready: collections.deque[bytes] = collections.deque()  # complete, not yet taken
         self._eof = False
 
     async def readline(self) -> bytes | None:
         """The next line without its newline (and without a trailing CR), `TOO_LONG`, or None
         at end of stream (a partial last line is dropped)."""
-        if not self._ready and not await self._fill():
+        if not self.ready and not await self._fill():
             return None
-        return self._ready.popleft()
+        return self.ready.popleft()
 
     async def readlines(self) -> list[bytes] | None:
         """Every complete line received so far (at least one; each as `readline` gives it),
         or None at end of stream."""
-        if not self._ready and not await self._fill():
+        if not self.ready and not await self._fill():
             return None
-        lines = list(self._ready)
-        self._ready.clear()
+        lines = list(self.ready)
+        self.ready.clear()
         return lines
 
     async def _fill(self) -> bool:
@@ -50,28 +84,11 @@ class LineReader:
             if not data:
                 self._eof = True
                 break
-            # bytes(b) of a bytes object is that object: no copy in the usual case.
-            data = self._partial + data if self._partial else bytes(data)
-            lines = data.split(b"\n")
-            self._partial = lines.pop()
-            if lines and self._discarding:  # the first line's start was dropped
-                self._discarding = False
-                lines[0] = TOO_LONG
-            if len(self._partial) > self._max:
-                self._discarding = True
-                self._partial = b""
-            if not lines:
-                continue
-            if b"\r" in data or max(map(len, lines)) > self._max:
-                lines = [self._clean(line) for line in lines]
-            self._ready.extend(lines)
-            return True
+            lines = self.splitter.feed(data)
+            if lines:
+                self.ready.extend(lines)
+                return True
         return False
-
-    def _clean(self, line: bytes) -> bytes:
-        if line is TOO_LONG or len(line) > self._max:
-            return TOO_LONG
-        return line.removesuffix(b"\r")
 
 
 class SocketReader(trio.abc.ReceiveStream):

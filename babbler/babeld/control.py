@@ -20,11 +20,11 @@ import trio
 from babbler.babeld.protocol import (
     GreetingLine,
     ProtocolError,
-    RepeatFilter,
     StatusLine,
     TableLine,
     parse_line,
 )
+from babbler.babeld.reader import ThreadedReader
 from babbler.errors import BabeldError
 from babbler.lines import TOO_LONG, LineReader, SocketReader
 
@@ -109,27 +109,24 @@ class BabeldControl:
 
     async def read_forever(self, on_line: Callable[[TableLine], None]) -> None:
         """Read until babeld closes: table lines to `on_line`, status lines to requests.
-        Raises BabeldError when the connection ends or babeld speaks out of turn. A line
-        identical to the last one for the same entry is dropped before it is parsed."""
-        repeats = RepeatFilter()
+        Raises BabeldError when the connection ends or babeld speaks out of turn. Reading
+        happens in a thread (reader.py), which drops a line identical to the last one for
+        the same entry before the trio loop is even woken."""
+        reader = ThreadedReader(self._stream.socket, self._reader.splitter, self.counts)
+        reader.start(list(self._reader.ready))  # what came with the greeting's last read
+        self._reader.ready.clear()
         try:
             while True:
-                try:
-                    batch = await self._reader.readlines()
-                except trio.BrokenResourceError:  # a reset: as good as a close
-                    batch = None
+                batch = await reader.batch()
                 if batch is None:
                     self.cut = True
                     raise ControlCut("babeld closed its control connection")
-                self.counts.lines_in += len(batch)
                 for raw in batch:
                     if raw is TOO_LONG:
                         raise BabeldError("babeld sent an over-long line")
-                    if repeats.is_repeat(raw):
-                        self.counts.repeats += 1
-                        continue
                     self._take(raw.decode("utf-8", "replace"), on_line)
         finally:
+            reader.stop()
             self.closed = True
             for pending in self._pending:
                 pending.done.set()
