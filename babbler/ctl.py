@@ -397,9 +397,11 @@ def _size(text: str) -> int:
     try:
         value = int(text[:-1] if scale > 1 else text) * scale
     except ValueError:
-        raise click.BadParameter(f"{text!r} is not a size like 64M or 1G") from None
+        raise click.BadParameter(
+            f"{text!r} is not a size like 64M or 1G", param_hint="--max-size"
+        ) from None
     if not 1024 <= value <= 1 << 30:
-        raise click.BadParameter("from 1K to 1G")
+        raise click.BadParameter("from 1K to 1G", param_hint="--max-size")
     return value
 
 

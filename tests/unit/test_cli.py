@@ -230,3 +230,24 @@ def test_render_nodes_for_people() -> None:
     assert unnamed.split()[0] == "-" and unnamed.split()[-1] == "-"  # no answer yet
     assert "unreachable" in d
     assert render_nodes(typed({"nodes": []})) == ["nodes: no other node known yet"]
+
+
+def test_bench_usage_errors_name_the_problem_before_connecting(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from babbler.ctl import main as babblerctl
+
+    absent = str(tmp_path / "absent")
+    cases = {
+        (): "give one of NODE, --all or --ring",
+        ("n2", "--all"): "give one of NODE, --all or --ring",
+        ("n2", "--max-size", "3X"): "Invalid value for --max-size: '3X' is not a size",
+        ("n2", "--max-size", "2G"): "Invalid value for --max-size: from 1K to 1G",
+        ("n2", "--duration", "100"): "Invalid value for '--duration'",
+    }
+    runner = CliRunner()
+    for args, message in cases.items():
+        result = runner.invoke(babblerctl, ["--socket", absent, "bench", *args])
+        assert result.exit_code == 2 and message in result.output, (args, result.output)
+    result = runner.invoke(babblerctl, ["--socket", absent, "bench", "n2"])
+    assert result.exit_code == 1 and "babblerd is not running" in result.output
