@@ -48,6 +48,7 @@ class ThreadedReader:
         self._token = trio.lowlevel.current_trio_token()
         self._batches: collections.deque[list[bytes] | None] = collections.deque()
         self._lock = threading.Lock()
+        self._fd_closed = False
         self._arrived = trio.Event()
         self._thread = threading.Thread(target=self._run, name="babeld-reader", daemon=True)
 
@@ -68,9 +69,14 @@ class ThreadedReader:
             await self._arrived.wait()
 
     def stop(self) -> None:
-        """End the thread: the poll returns at once with the reading side shut down."""
-        with contextlib.suppress(OSError), socket.socket(fileno=os.dup(self._fd)) as sock:
-            sock.shutdown(socket.SHUT_RD)
+        """End the thread: the poll returns at once with the reading side shut down. Under
+        the lock, so that a descriptor the thread has closed (its number perhaps reused by
+        then) is never touched."""
+        with self._lock:
+            if self._fd_closed:
+                return
+            with contextlib.suppress(OSError), socket.socket(fileno=os.dup(self._fd)) as sock:
+                sock.shutdown(socket.SHUT_RD)
 
     def _offer(self, lines: list[bytes]) -> None:
         """Filter a chunk's lines; hand what is real to trio."""
@@ -105,5 +111,7 @@ class ThreadedReader:
                 if lines:
                     self._offer(lines)
         finally:
+            with self._lock:
+                os.close(self._fd)
+                self._fd_closed = True
             self._push(END)
-            os.close(self._fd)
