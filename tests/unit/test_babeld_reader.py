@@ -44,3 +44,25 @@ async def test_stop_ends_the_thread() -> None:
             assert await reader.batch() is None
             while threading.active_count() >= before:
                 await trio.sleep(0.01)
+
+
+async def test_stop_after_the_end_leaves_a_reused_descriptor_alone() -> None:
+    """babeld gone, the thread closes its descriptor; a client connecting at that moment may
+    get its number. stop() must not shut that client's socket down (seen in CI: a `status`
+    asker cut off right after the header while babeld was being killed)."""
+    ours, babeld = socket.socketpair()
+    with ours:
+        reader = ThreadedReader(
+            trio.socket.from_stdlib_socket(ours), LineSplitter(4096), LineCounts()
+        )
+        reader.start([])
+        babeld.close()
+        assert await reader.batch() is None
+        await trio.to_thread.run_sync(reader._thread.join, 5)  # its descriptor closed
+        client, peer = socket.socketpair()  # the lowest free numbers: the one just closed
+        with client, peer:
+            reader.stop()
+            for one, other in ((peer, client), (client, peer)):  # either may hold it
+                one.sendall(b"status\n")
+                other.settimeout(5)
+                assert other.recv(100) == b"status\n"
