@@ -86,10 +86,12 @@ def render_path(s: Status, what: str) -> str:
         raise BabblerError(f"no node {what!r} (a name, node id or node address: babblerctl nodes)")
     if target == graph.me:
         return f"{graph.names[target]} is this node"
-    steps = graph.path(target)
+    node = next((n for n in s.nodes if n.node_id == target), None)
+    if node is None:  # in someone's info, not routed from here
+        raise BabblerError(f"no route to {graph.names[target]} (babblerctl nodes)")
+    steps = graph.path(target, first=node.interface if node.reachable else None)
     if steps is None:
         raise BabblerError(f"no path to {graph.names[target]} in what the node infos say")
-    node = next(n for n in s.nodes if n.node_id == target)
     lines = [
         f"{graph.names[graph.me]} -> {graph.names[target]}: {len(steps)} "
         f"{'hop' if len(steps) == 1 else 'hops'}, cost {sum(e.cost for _, e in steps)}, "

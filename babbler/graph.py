@@ -82,11 +82,13 @@ class Graph:
             frontier = following
         return out
 
-    def path(self, target: str) -> list[tuple[str, Edge]] | None:
-        """The lowest-cost path to `target` as (from node, edge) steps, or None."""
-        best = {self.me: 0}
+    def path(self, target: str, first: str | None = None) -> list[tuple[str, Edge]] | None:
+        """The lowest-cost path to `target` as (from node, edge) steps, or None. Among paths
+        of the same cost, one leaving by the link `first` (babeld's route's) wins."""
+        Cost = tuple[int, int]  # (cost, 1 if it does not leave by `first`)
+        best: dict[str, Cost] = {self.me: (0, 0)}
         came: dict[str, tuple[str, Edge]] = {}
-        queue = [(0, self.me)]
+        queue: list[tuple[Cost, str]] = [((0, 0), self.me)]
         while queue:
             cost, node = heapq.heappop(queue)
             if node == target:
@@ -98,8 +100,9 @@ class Graph:
             if cost > best.get(node, cost):
                 continue
             for edge in self.neighbours(node):
-                total = cost + edge.cost
-                if total < best.get(edge.to, total + 1):
+                other = int(first is not None and edge.interface != first)
+                total = (cost[0] + edge.cost, other if node == self.me else cost[1])
+                if total < best.get(edge.to, (total[0] + 1, 0)):
                     best[edge.to] = total
                     came[edge.to] = (node, edge)
                     heapq.heappush(queue, (total, edge.to))

@@ -14,7 +14,7 @@ import click
 from babbler import __version__
 from babbler.client import NotRunning, parse_status
 from babbler.config import MAX_HELLO_INTERVAL, MIN_HELLO_INTERVAL
-from babbler.ctl import render_status, render_svg, run_command
+from babbler.ctl import render_path, render_status, render_svg, run_command
 from babbler.errors import BabblerError
 from babbler.graph import Graph, to_dot
 from babbler.lab import TOPOLOGIES, Lab, LabError, Node, farthest
@@ -232,6 +232,8 @@ def demo(name: str, nodes: int, topology: str, hello_interval: float | None, mod
             click.echo(result.stdout.rstrip() or result.stderr.rstrip())
             if result.returncode != 0:
                 raise LabError(f"ping from {first.name} to {far.name} failed")
+            click.echo(f"\n$ babblerctl path {far.name}")
+            click.echo(render_path(parse_status(status), far.name))
             _draw(status)
         finally:
             lab.down()

@@ -31,18 +31,20 @@ def node(node_id: str, name: str, neighbours: list[tuple[str, str, int]]) -> dic
     }
 
 
-STATUS: dict[str, Any] = {
-    "node_id": "000000000001",
-    "name": "me",
-    "neighbours": [
-        {"node_id": "00000000000a", "interface": "v1", "cost": 32},
-        {"node_id": "00000000000b", "interface": "v2", "cost": 128},
-    ],
-    "nodes": [
+def seen_from(name: str, neighbours: list[tuple[str, str, int]], nodes: list[Any]) -> Any:
+    """Node 000000000001's status: its neighbours (node id, link, cost) and the others."""
+    listed = [{"node_id": n, "interface": i, "cost": c} for n, i, c in neighbours]
+    return {"node_id": "000000000001", "name": name, "neighbours": listed, "nodes": nodes}
+
+
+STATUS: dict[str, Any] = seen_from(
+    "me",
+    [("00000000000a", "v1", 32), ("00000000000b", "v2", 128)],
+    [
         node("00000000000a", "a", [("000000000001", "a1", 32), ("00000000000b", "a2", 32)]),
         node("00000000000b", "b", [("00000000000a", "b1", 32), ("000000000001", "b2", 128)]),
     ],
-}
+)
 
 
 def test_hops_path_and_find() -> None:
@@ -103,3 +105,26 @@ def test_svg_is_drawn_by_graphviz_or_the_missing_package_is_named(
     monkeypatch.setenv("PATH", str(tmp_path))  # no dot here
     with pytest.raises(BabblerError, match=r"dot is not installed .*apt-get install graphviz"):
         render_svg(dot, tmp_path / "other.svg")
+
+
+def test_of_equal_paths_the_one_babeld_takes_is_shown_and_no_false_note() -> None:
+    """A ring of 4: n3 is 2 hops either way; babeld's route leaves by v4 (towards n4)."""
+
+    def ring_node(node_id: str, name: str, links: list[tuple[str, str]]) -> dict[str, Any]:
+        return {
+            **node(node_id, name, [(n, i, 32) for n, i in links]),
+            "metric": 64 if name == "n3" else 32,
+            "interface": "v4" if name in ("n3", "n4") else "v2",
+        }
+
+    status = seen_from(
+        "n1",
+        [("000000000002", "v2", 32), ("000000000004", "v4", 32)],
+        [
+            ring_node("000000000002", "n2", [("000000000001", "a"), ("000000000003", "b")]),
+            ring_node("000000000003", "n3", [("000000000002", "c"), ("000000000004", "d")]),
+            ring_node("000000000004", "n4", [("000000000003", "e"), ("000000000001", "f")]),
+        ],
+    )
+    lines = render_path(typed(status), "n3").splitlines()
+    assert lines[1].split()[:2] == ["n1", "v4"] and "note" not in "\n".join(lines), lines
