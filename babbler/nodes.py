@@ -45,9 +45,13 @@ class Known:
     relinked_at: float | None = None  # when `links` last changed after it had answered
 
 
-def routed(routes: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
-    """Node id -> the usable route to its node address, from `status.routes`-like views."""
-    out: dict[int, dict[str, Any]] = {}
+def routed(routes: list[dict[str, Any]]) -> dict[int, tuple[dict[str, Any], frozenset[str]]]:
+    """Node id -> (the usable route to its node address, every usable /128 route inside its
+    range: its node address and one address per link it has up, a link going down taking
+    its address's route with it), from `status.routes`-like views. One pass; only nodes
+    whose node address is routed."""
+    to_node: dict[int, dict[str, Any]] = {}
+    links: dict[int, set[str]] = {}
     for route in routes:
         prefix = route.get("prefix")
         if not prefix or not is_usable(route):
@@ -57,30 +61,12 @@ def routed(routes: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
         except ValueError:
             continue
         node = node_id_of(network.network_address)
-        if (
-            node is not None
-            and network.prefixlen == 128
-            and network.network_address == (node_address(node))
-        ):
-            out[node] = route
-    return out
-
-
-def ranges(routes: list[dict[str, Any]]) -> dict[int, frozenset[str]]:
-    """Node id -> the usable /128 routes inside its range: its node address and one address
-    per link it has up (a link going down takes its address's route with it)."""
-    out: dict[int, set[str]] = {}
-    for route in routes:
-        prefix = route.get("prefix")
-        if not prefix or not prefix.endswith("/128") or not is_usable(route):
+        if node is None or network.prefixlen != 128:
             continue
-        try:
-            node = node_id_of(IPv6Network(prefix).network_address)
-        except ValueError:
-            continue
-        if node is not None:
-            out.setdefault(node, set()).add(prefix)
-    return {node: frozenset(prefixes) for node, prefixes in out.items()}
+        links.setdefault(node, set()).add(prefix)
+        if network.network_address == node_address(node):
+            to_node[node] = route
+    return {node: (route, frozenset(links[node])) for node, route in to_node.items()}
 
 
 def _neighbours(info: dict[str, Any] | None) -> list[dict[str, Any]]:
@@ -96,14 +82,13 @@ class NodeBook:
     def update_routes(self, routes: list[dict[str, Any]], now: float) -> None:
         live = routed(routes)
         live.pop(self.me, None)
-        links = ranges(routes)
-        for node, route in live.items():
+        for node, (route, links) in live.items():
             known = self.nodes.setdefault(node, Known(node))
             if known.route is None:  # (re)appeared: ask at once
                 known.asked_at = None
-            elif links[node] != known.links and known.fetched_at is not None:
+            elif links != known.links and known.fetched_at is not None:
                 known.relinked_at = now
-            known.route, known.lost_at, known.links = route, None, links[node]
+            known.route, known.lost_at, known.links = route, None, links
         for known in list(self.nodes.values()):
             if known.node_id not in live and known.route is not None:
                 known.route, known.lost_at = None, now
