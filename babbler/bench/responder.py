@@ -20,7 +20,7 @@ import time
 from ipaddress import IPv6Address
 
 from babbler.addressing import MESH_PREFIX
-from babbler.bench import wire
+from babbler.bench import runner, wire
 from babbler.bench.datapath import read_line, receive_exactly, receive_stream, send_stream
 
 PENDING = 8  # connections between accept and their request, at once
@@ -120,20 +120,14 @@ class Responder:
             conn.sendall(self.ring(request, seconds))
 
     def ring(self, request: wire.Request, seconds: float) -> bytes:
-        """Send to the next node of the ring for `seconds`; its receiver's answer."""
+        """Send to the next node of the ring for `seconds` (as `babblerctl bench` sends,
+        runner.send); its receiver's answer."""
         assert request.to is not None
         try:
-            with socket.create_connection((request.to, self.port), timeout=10) as out:
-                out.sendall(wire.Request("send", token=request.token).line())
-                said = read_line(out)
-                if said != wire.answer(ok=True).rstrip(b"\n"):
-                    return wire.answer(error=f"next node said {said.decode(errors='replace')}")
-                out.settimeout(seconds + 10)
-                send_stream(out, seconds=seconds)
-                out.shutdown(socket.SHUT_WR)
-                return read_line(out) + b"\n"
-        except OSError as error:
+            rate = runner.send(request.to, self.port, seconds, token=request.token)
+        except (runner.BenchError, OSError, ValueError) as error:
             return wire.answer(error=f"cannot send to {request.to}: {error}")
+        return wire.answer(bytes=rate.nbytes, seconds=rate.seconds)
 
 
 def main() -> None:

@@ -114,10 +114,17 @@ def _result(sock: socket.socket) -> Rate:
     return Rate(int(said["bytes"]), float(said["seconds"]))
 
 
-def send(address: str, port: int, seconds: float, progress: Progress | None = None) -> Rate:
-    """This node to `address` for `seconds`, as the receiver measured it."""
+def send(
+    address: str,
+    port: int,
+    seconds: float,
+    progress: Progress | None = None,
+    token: str | None = None,
+) -> Rate:
+    """This node to `address` for `seconds`, as the receiver measured it. `token`: a ring's
+    send, which a responder busy with the same ring lets in (the responder's own use)."""
     tell = None if progress is None else _timed(seconds, progress)
-    with session(address, port, wire.Request("send")) as sock:
+    with session(address, port, wire.Request("send", token=token)) as sock:
         send_stream(sock, seconds=seconds, progress=tell)
         sock.shutdown(socket.SHUT_WR)
         return _result(sock)
