@@ -70,7 +70,7 @@ class AsyncConnection:
         try:
             line = await self._buffer.receive_until(b"\n", MAX_LINE)
         except (anyio.IncompleteRead, anyio.EndOfStream, anyio.BrokenResourceError):
-            raise Disconnected(f"babblerd closed the connection ({self.path})") from None
+            raise Disconnected.at(self.path) from None
         except anyio.DelimiterNotFound:
             raise ProtocolError(f"a line longer than {MAX_LINE} bytes ({self.path})") from None
         try:
@@ -88,7 +88,7 @@ class AsyncConnection:
         try:
             await self._stream.send(f"{request}\n".encode())
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-            raise Disconnected(f"babblerd closed the connection ({self.path})") from None
+            raise Disconnected.at(self.path) from None
 
     async def request(self, request: str) -> list[str]:
         await self.send(request)

@@ -123,7 +123,7 @@ class Connection:
         except (ConnectionResetError, BrokenPipeError):
             line = ""
         if not line.endswith("\n"):
-            raise Disconnected(f"babblerd closed the connection ({self.path})")
+            raise Disconnected.at(self.path)
         return line[:-1]
 
     def _read_answer(self) -> list[str]:
@@ -136,7 +136,7 @@ class Connection:
         try:
             self._sock.sendall(f"{request}\n".encode())
         except (BrokenPipeError, ConnectionResetError):
-            raise Disconnected(f"babblerd closed the connection ({self.path})") from None
+            raise Disconnected.at(self.path) from None
 
     def request(self, request: str) -> list[str]:
         """Send a request; return its data lines. Raises Refused, ProtocolError, Disconnected."""

@@ -29,6 +29,10 @@ class AccessDenied(ClientError):
 class Disconnected(ClientError):
     """babblerd closed the connection, e.g. because it stopped or restarted."""
 
+    @classmethod
+    def at(cls, path: object) -> Disconnected:
+        return cls(f"babblerd closed the connection ({path})")
+
 
 class Refused(ClientError):
     """babblerd answered `no <reason>`; `reason` is its words."""

@@ -116,5 +116,4 @@ def watch(socket: str | os.PathLike[str] | None = None, reconnect: bool = True) 
 def ask(socket: str | os.PathLike[str], request: str, timeout: float = 10.0) -> Any:
     """The decoded JSON of a one-line answer (`status`, `stats`), untyped: for tools that
     pass the JSON on (babblerctl --json, the lab)."""
-    with Connection(socket, timeout) as conn:
-        return one_json(conn.request(request), request)
+    return one_json(Client(socket, timeout).request(request), request)
