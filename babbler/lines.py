@@ -2,14 +2,13 @@
 
 A line longer than the cap is not kept: its bytes are dropped up to the next newline and the
 reader yields `TOO_LONG` once in its place, so memory stays bounded whatever a peer sends.
-Lines are split a received chunk at a time: `readlines` hands over every complete line of a
-chunk at once (babeld writes its lines in bursts, so one wake-up carries many).
+Lines are split a received chunk at a time (`LineSplitter`, pure), which the thread that
+reads babeld (babeld/reader.py) uses directly.
 """
 
 from __future__ import annotations
 
 import collections
-import os
 from typing import Final
 
 import trio
@@ -68,15 +67,6 @@ class LineReader:
             return None
         return self.ready.popleft()
 
-    async def readlines(self) -> list[bytes] | None:
-        """Every complete line received so far (at least one; each as `readline` gives it),
-        or None at end of stream."""
-        if not self.ready and not await self._fill():
-            return None
-        lines = list(self.ready)
-        self.ready.clear()
-        return lines
-
     async def _fill(self) -> bool:
         """Receive until at least one line is complete; False at end of stream."""
         while not self._eof:
@@ -89,30 +79,3 @@ class LineReader:
                 self.ready.extend(lines)
                 return True
         return False
-
-
-class SocketReader(trio.abc.ReceiveStream):
-    """`receive_some` on a connected trio socket with one read per wake-up.
-
-    trio's SocketStream tries a read first and waits only when it would block, so a reader
-    that keeps up pays a failed read on every wake-up. This waits first and then reads once
-    (measured on babeld's control socket, where bursts arrive ~30 times a second: one
-    system call in three saved, and the layers of SocketStream). Only for reading: writes
-    still go through the SocketStream that owns the socket.
-    """
-
-    def __init__(self, sock: trio.socket.SocketType) -> None:
-        self._sock = sock
-
-    async def receive_some(self, max_bytes: int | None = None) -> bytes:
-        while True:
-            await trio.lowlevel.wait_readable(self._sock)
-            try:
-                return os.read(self._sock.fileno(), max_bytes or CHUNK)
-            except BlockingIOError:
-                continue
-            except OSError as error:
-                raise trio.BrokenResourceError(str(error)) from error
-
-    async def aclose(self) -> None:
-        pass  # the SocketStream that owns the socket closes it

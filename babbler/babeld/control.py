@@ -26,7 +26,7 @@ from babbler.babeld.protocol import (
 )
 from babbler.babeld.reader import ThreadedReader
 from babbler.errors import BabeldError
-from babbler.lines import TOO_LONG, LineReader, SocketReader
+from babbler.lines import TOO_LONG, LineReader
 
 log = structlog.get_logger("babbler.babeld")
 
@@ -68,7 +68,7 @@ class LineCounts:
 class BabeldControl:
     def __init__(self, stream: trio.SocketStream, counts: LineCounts | None = None) -> None:
         self._stream = stream
-        self._reader = LineReader(SocketReader(stream.socket), MAX_LINE)
+        self._reader = LineReader(stream, MAX_LINE)  # the greeting; then reader.py
         self._pending: collections.deque[_Pending] = collections.deque()
         self._send_lock = trio.Lock()
         self.greeting = Greeting()
