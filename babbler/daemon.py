@@ -71,7 +71,7 @@ class Daemon:
         self.active = False
         self.links_changed = Signal()
         self.demand_changed = Signal()
-        self.hub = Hub(self.demand_changed.notify)
+        self.hub = Hub(self._subscribers_changed)
         self._early = early
         self.mesh = Mesh(
             MeshHost(
@@ -84,6 +84,7 @@ class Daemon:
                 adopt=self._adopt,
             )
         )
+        self.mesh.watched(False)
         self._refresh_lock = trio.Lock()
         self._published: dict[str, Any] = {}
         self._collision_check = trio.Event()
@@ -126,11 +127,16 @@ class Daemon:
         return self.mesh.my_id or self.identity.next_router_id
 
     def dump_lines(self) -> list[str]:
+        self.mesh.catch_up()
         return self.mesh.table.dump_lines()
 
     def counters(self) -> dict[str, int]:
         counts = self.mesh.line_counts
-        return {"babeld_lines_in": counts.lines_in, "babeld_repeats": counts.repeats}
+        return {
+            "babeld_lines_in": counts.lines_in,
+            "babeld_repeats": counts.repeats,
+            "babeld_held": counts.held,
+        }
 
     def babeld_view(self) -> dict[str, Any]:
         return {
@@ -140,6 +146,7 @@ class Daemon:
         }
 
     def facts(self, asker: object = None) -> views.Facts:
+        self.mesh.catch_up()
         node = self.identity.node
         return views.Facts(
             version=__version__,
@@ -178,6 +185,10 @@ class Daemon:
             self.identity.observe(fact, self.mesh.my_id, trio.current_time())
             self._collision_check.set()  # a candidate's hold may start or end
             self._routes_changed.set()
+
+    def _subscribers_changed(self) -> None:
+        self.mesh.watched(self.hub.subscribers > 0)
+        self.demand_changed.notify()
 
     def _publish_node(self) -> None:
         """Send `watch` clients the node-level facts that changed."""

@@ -75,6 +75,7 @@ class Mesh:
         self.told: dict[str, str] = {}  # interface babeld was told about -> its options
         self._running_since: float | None = None
         self.line_counts = LineCounts()  # over every babeld this daemon ran
+        self._unwatched = False  # nobody watches the table: neighbour changes may wait
 
     @property
     def my_id(self) -> str | None:
@@ -104,6 +105,21 @@ class Mesh:
         applied = self.table.apply(line)
         if applied is not None:
             self.host.report(applied)
+
+    def watched(self, watched: bool) -> None:
+        """Whether anyone watches the table (a `monitor` or `watch` client). While nobody
+        does, babeld's neighbour changes wait in the reader until the table is read
+        (`catch_up`) or someone starts watching (babeld/reader.py)."""
+        self._unwatched = not watched
+        control = self.session.control if self.session else None
+        if control is not None:
+            control.hold(self._unwatched)
+
+    def catch_up(self) -> None:
+        """Bring the table up to what babeld has said, before reading it."""
+        control = self.session.control if self.session else None
+        if control is not None:
+            control.catch_up()
 
     def restart_babeld(self, reason: str) -> None:
         """End the running babeld session; the next one starts at once (not a failure)."""
@@ -151,6 +167,7 @@ class Mesh:
             on_spawned=lambda: self.host.report(MESH_CHANGED),
             on_reconnect=self.table.begin_resync,
             follow=self._follow,
+            unwatched=lambda: self._unwatched,
         )
         try:
             return await session.run(hooks)

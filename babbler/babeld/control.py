@@ -58,11 +58,13 @@ class ControlCut(BabeldError):
 
 @dataclass
 class LineCounts:
-    """Lines read from babeld after its greeting, and how many were dropped as repeats;
-    kept across sessions by whoever passes the same object to every `connect`."""
+    """Lines read from babeld after its greeting, how many were dropped as repeats and
+    how many neighbour changes were held while nobody watched (reader.py); kept across
+    sessions by whoever passes the same object to every `connect`."""
 
     lines_in: int = 0
     repeats: int = 0
+    held: int = 0
 
 
 class BabeldControl:
@@ -75,6 +77,9 @@ class BabeldControl:
         self.closed = False
         self.counts = counts or LineCounts()
         self.cut = False  # babeld ended the connection (it does when a reader is slow)
+        self._hold = False
+        self._threaded: ThreadedReader | None = None
+        self._on_line: Callable[[TableLine], None] = lambda line: None
 
     async def _next_line(self) -> str:
         try:
@@ -112,7 +117,10 @@ class BabeldControl:
         Raises BabeldError when the connection ends or babeld speaks out of turn. Reading
         happens in a thread (reader.py), which drops a line identical to the last one for
         the same entry before the trio loop is even woken."""
-        reader = ThreadedReader(self._stream.socket, self._reader.splitter, self.counts)
+        reader = ThreadedReader(
+            self._stream.socket, self._reader.splitter, self.counts, hold=self._hold
+        )
+        self._threaded, self._on_line = reader, on_line
         reader.start(list(self._reader.ready))  # what came with the greeting's last read
         self._reader.ready.clear()
         try:
@@ -127,9 +135,23 @@ class BabeldControl:
                     self._take(raw.decode("utf-8", "replace"), on_line)
         finally:
             reader.stop()
+            self._threaded = None
             self.closed = True
             for pending in self._pending:
                 pending.done.set()
+
+    def hold(self, on: bool) -> None:
+        """Hold neighbour changes in the reader while nobody watches the table, or stop
+        (reader.py); also for a reader not started yet."""
+        self._hold = on
+        if self._threaded is not None:
+            self._threaded.hold(on)
+
+    def catch_up(self) -> None:
+        """Apply the held neighbour changes now: the table is about to be read."""
+        if self._threaded is not None:
+            for raw in self._threaded.take_held():
+                self._take(raw.decode("utf-8", "replace"), self._on_line)
 
     def _take(self, text: str, on_line: Callable[[TableLine], None]) -> None:
         try:

@@ -106,19 +106,20 @@ class RepeatFilter:
         if verb == b"change" or verb == b"add":
             if rest in self._current:
                 return True
-            key = self._key(rest)
+            key = entry_key(rest)
             old = self._last.get(key)
             if old is not None:
                 self._current.discard(old)
             self._last[key] = rest
             self._current.add(rest)
         elif verb == b"flush":
-            old = self._last.pop(self._key(rest), None)
+            old = self._last.pop(entry_key(rest), None)
             if old is not None:
                 self._current.discard(old)
         return False
 
-    @staticmethod
-    def _key(rest: bytes) -> bytes:
-        kind, _, tail = rest.partition(b" ")
-        return kind + b" " + tail.partition(b" ")[0]
+
+def entry_key(rest: bytes) -> bytes:
+    """b"kind handle" of a table line after its verb: which entry the line is about."""
+    kind, _, tail = rest.partition(b" ")
+    return kind + b" " + tail.partition(b" ")[0]

@@ -7,6 +7,15 @@ blocking loop 0.26 %; docs/benchmarks.md). This thread waits in poll(), reads, s
 lines and drops repeats (RepeatFilter), and wakes the trio loop only for a batch that holds
 something real: a table change, a status line, the end of the connection.
 
+While nobody watches the table (no `monitor` or `watch` client: `hold(True)`), a
+neighbour's `change` line does not wake the trio loop either. babeld measures every
+neighbour's rtt on each hello, so these are nearly all the real changes of a quiet mesh
+(about 7 a second on a node of a 4-ring at hello 0.1 s), and nothing in the daemon acts on
+them: they only show in `status`, `dump` and the node info. The thread keeps the latest
+one per neighbour; they go to the loop in front of the next line that is not one of them
+(so their order with it is kept), when the daemon reads the table (`take_held`), and when
+someone starts watching (`hold(False)`).
+
 The thread owns a duplicate of the socket's descriptor (trio's stays non-blocking and keeps
 writing requests); `stop` shuts the connection's reading side down, which ends the poll.
 """
@@ -23,10 +32,11 @@ from typing import Protocol
 
 import trio
 
-from babbler.babeld.protocol import RepeatFilter
+from babbler.babeld.protocol import RepeatFilter, entry_key
 from babbler.lines import CHUNK, TOO_LONG, LineSplitter
 
 END = None  # a batch that says the connection ended (closed, reset)
+HELD = b"change neighbour "  # what may wait while nobody watches (module docstring)
 
 
 class LineCounter(Protocol):
@@ -35,11 +45,16 @@ class LineCounter(Protocol):
 
     lines_in: int
     repeats: int
+    held: int
 
 
 class ThreadedReader:
     def __init__(
-        self, sock: trio.socket.SocketType, splitter: LineSplitter, counts: LineCounter
+        self,
+        sock: trio.socket.SocketType,
+        splitter: LineSplitter,
+        counts: LineCounter,
+        hold: bool = False,
     ) -> None:
         self._fd = os.dup(sock.fileno())
         self._splitter = splitter
@@ -49,6 +64,8 @@ class ThreadedReader:
         self._batches: collections.deque[list[bytes] | None] = collections.deque()
         self._lock = threading.Lock()
         self._fd_closed = False
+        self._hold = hold
+        self._held: dict[bytes, bytes] = {}  # entry key -> its latest held line
         self._arrived = trio.Event()
         self._thread = threading.Thread(target=self._run, name="babeld-reader", daemon=True)
 
@@ -68,6 +85,26 @@ class ThreadedReader:
                 self._arrived = trio.Event()
             await self._arrived.wait()
 
+    def hold(self, on: bool) -> None:
+        """Hold neighbour changes (nobody watches) or not; lines held so far go to the
+        loop as a batch of their own when holding ends."""
+        with self._lock:
+            self._hold = on
+            if not on and self._held:
+                self._append(list(self._held.values()))
+                self._held.clear()
+
+    def take_held(self) -> list[bytes]:
+        """The held lines, for the loop to apply now (it is about to read the table).
+        Nothing while a batch waits: the held lines are newer than it and must come after it,
+        so they stay, as fresh as lines still in the socket."""
+        with self._lock:
+            if self._batches or not self._held:
+                return []
+            held = list(self._held.values())
+            self._held.clear()
+            return held
+
     def stop(self) -> None:
         """End the thread: the poll returns at once with the reading side shut down. Under
         the lock, so that a descriptor the thread has closed (its number perhaps reused by
@@ -83,15 +120,24 @@ class ThreadedReader:
         real = [line for line in lines if line is TOO_LONG or not self._filter.is_repeat(line)]
         self._counts.lines_in += len(lines)
         self._counts.repeats += len(lines) - len(real)
-        if real:
-            self._push(real)
-
-    def _push(self, batch: list[bytes] | None) -> None:
+        if not real:
+            return
         with self._lock:
-            self._batches.append(batch)
-            arrived = self._arrived
+            if self._hold and all(line.startswith(HELD) for line in real):
+                for line in real:
+                    self._held[entry_key(line[7:])] = line  # after b"change "
+                self._counts.held += len(real)
+                return
+            if self._held:
+                real[:0] = self._held.values()
+                self._held.clear()
+            self._append(real)
+
+    def _append(self, batch: list[bytes] | None) -> None:
+        """Under the lock, so that batches keep the order their lines came in."""
+        self._batches.append(batch)
         with contextlib.suppress(trio.RunFinishedError):
-            self._token.run_sync_soon(arrived.set)
+            self._token.run_sync_soon(self._arrived.set)
 
     def _run(self) -> None:
         poller = select.poll()
@@ -114,4 +160,4 @@ class ThreadedReader:
             with self._lock:
                 os.close(self._fd)
                 self._fd_closed = True
-            self._push(END)
+                self._append(END)

@@ -47,6 +47,8 @@ class Hooks:
     on_spawned: Callable[[], None]  # babeld's process exists
     on_reconnect: Callable[[], None]  # a new dump of the same babeld's table follows
     follow: Callable[[BabeldControl], Awaitable[None]]  # runs once `monitor` is accepted
+    # Nobody watches the table: the reader may hold neighbour changes (reader.py).
+    unwatched: Callable[[], bool] = lambda: False
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,7 @@ class Session:
         self._flush_routes = flush_routes
         self.process: BabeldProcess | None = None
         self.greeting: Greeting | None = None
+        self.control: BabeldControl | None = None  # the control connection being read
         self._ended: Ended | None = None
         self._scope: trio.CancelScope | None = None
 
@@ -152,10 +155,13 @@ class Session:
             self._widen_buffer()
             if cuts:
                 hooks.on_reconnect()
+            control.hold(hooks.unwatched())
+            self.control = control
             try:
                 if not await self._connection(control, hooks):
                     return
             finally:
+                self.control = None
                 with trio.CancelScope(shield=True):
                     await control.aclose()
             cuts += 1

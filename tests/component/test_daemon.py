@@ -158,6 +158,49 @@ async def test_repeats_are_dropped_at_the_door_and_real_changes_reach_both() -> 
         assert 2 <= stats["items_out"] < 50  # the few real changes, to two clients
 
 
+async def test_unwatched_neighbour_changes_wait_but_status_and_dump_show_the_latest() -> None:
+    """With nobody watching, babeld's rtt changes do not wake the daemon (they wait in the
+    reader), yet `status` and `dump` show the latest rtt and a `monitor` gets every one."""
+    kernel = FakeKernel(veth("v1x2", 2))
+    async with running(kernel, chatter="0.02,1", real_changes=True, mode="always") as (
+        daemon,
+        fake,
+    ):
+        await eventually(lambda: daemon.mesh.state == "running")
+        client = await connect(daemon.config.socket_path)
+
+        async def stats() -> dict[str, int]:
+            return dict(json.loads((await client.request("stats"))[0]))
+
+        await eventually(lambda: daemon.mesh.line_counts.held >= 10, what="changes held")
+        babeld = fake.starts()[0][0]
+        os.kill(babeld, signal.SIGSTOP)  # its last line is now read and held, not applied
+        try:
+            await trio.sleep(0.3)
+            last = int((fake.log.parent / "stamps").read_text().split()[-2])
+            status = json.loads((await client.request("status"))[0])
+            assert status["neighbours"][0]["rtt"] == last / 1000
+            dump = await client.request("dump")
+            assert any(f" rtt {last / 1000:.3f} " in line for line in dump)
+        finally:
+            os.kill(babeld, signal.SIGCONT)
+        assert (await stats())["babeld_held"] >= 10
+
+        monitor = await connect(daemon.config.socket_path)
+        await monitor.request("monitor")
+        await monitor.readline()
+        held = (await stats())["babeld_held"]
+        rtts = []
+        for _ in range(5):  # live, one after another
+            line = await monitor.readline()
+            assert line is not None and line.startswith("change neighbour ")
+            rtts.append(round(float(line.split(" rtt ")[1].split()[0]) * 1000))
+        assert rtts == list(range(rtts[0], rtts[0] + 5))
+        assert (await stats())["babeld_held"] == held, "held while someone watched"
+        await monitor.aclose()
+        await eventually(lambda: daemon.mesh.line_counts.held > held, what="held again")
+
+
 async def test_slow_client_is_cut_off_and_others_keep_receiving(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -66,3 +66,60 @@ async def test_stop_after_the_end_leaves_a_reused_descriptor_alone() -> None:
                 one.sendall(b"status\n")
                 other.settimeout(5)
                 assert other.recv(100) == b"status\n"
+
+
+def rtt(neighbour: str, value: str) -> bytes:
+    return f"change neighbour {neighbour} address fe80::2 if v1x2 rtt {value}".encode()
+
+
+async def test_unwatched_neighbour_changes_wait_and_keep_their_order() -> None:
+    """While nobody watches, rtt changes do not wake the loop; the latest per neighbour is
+    handed over in front of the next other line, on `take_held`, or when holding ends."""
+    ours, babeld = socket.socketpair()
+    counts = LineCounts()
+    with ours, babeld:
+        reader = ThreadedReader(
+            trio.socket.from_stdlib_socket(ours), LineSplitter(4096), counts, hold=True
+        )
+        reader.start([])
+        babeld.sendall(b"\n".join([rtt("a", "1"), rtt("b", "1"), rtt("a", "2")]) + b"\n")
+        with trio.move_on_after(0.3):
+            assert await reader.batch() is None, "an unwatched neighbour change woke the loop"
+        assert counts.held == 3
+        babeld.sendall(ROUTE + b"\n")  # anything else takes them along, in front of it
+        assert await reader.batch() == [rtt("a", "2"), rtt("b", "1"), ROUTE]
+        assert reader.take_held() == []
+
+        babeld.sendall(rtt("a", "3") + b"\n" + rtt("b", "2") + b"\n")
+        with trio.fail_after(5):
+            while not (held := reader.take_held()):
+                await trio.sleep(0.01)  # the table is read: the latest of each, now
+        assert sorted(held) == [rtt("a", "3"), rtt("b", "2")]
+
+        babeld.sendall(rtt("a", "4") + b"\n")
+        while counts.held < 6:
+            await trio.sleep(0.01)
+        reader.hold(False)  # someone watches: what waited comes at once, then every line
+        assert await reader.batch() == [rtt("a", "4")]
+        babeld.sendall(rtt("a", "5") + b"\n")
+        assert await reader.batch() == [rtt("a", "5")]
+
+
+async def test_held_lines_never_overtake_a_batch_the_loop_has_not_taken() -> None:
+    ours, babeld = socket.socketpair()
+    counts = LineCounts()
+    with ours, babeld:
+        reader = ThreadedReader(
+            trio.socket.from_stdlib_socket(ours), LineSplitter(4096), counts, hold=True
+        )
+        reader.start([])
+        flush = b"flush neighbour a address fe80::2 if v1x2"
+        babeld.sendall(flush + b"\n")
+        await trio.sleep(0.1)  # read and handed over; the loop has not taken it yet
+        babeld.sendall(rtt("a", "2") + b"\n")
+        with trio.fail_after(5):
+            while counts.held < 1:
+                await trio.sleep(0.01)
+        assert reader.take_held() == [], "a held change would be applied before the flush"
+        assert await reader.batch() == [flush]
+        assert reader.take_held() == [rtt("a", "2")]
