@@ -78,6 +78,7 @@ class BabeldControl:
         self.counts = counts or LineCounts()
         self.cut = False  # babeld ended the connection (it does when a reader is slow)
         self._hold = False
+        self.gather = 0.0  # reader.GATHER once babeld's send buffer is widened
         self._threaded: ThreadedReader | None = None
         self._on_line: Callable[[TableLine], None] = lambda line: None
 
@@ -118,7 +119,12 @@ class BabeldControl:
         happens in a thread (reader.py), which drops a line identical to the last one for
         the same entry before the trio loop is even woken."""
         reader = ThreadedReader(
-            self._stream.socket, self._reader.splitter, self.counts, hold=self._hold
+            self._stream.socket,
+            self._reader.splitter,
+            self.counts,
+            hold=self._hold,
+            gather=self.gather,
+            awaiting=lambda: bool(self._pending),
         )
         self._threaded, self._on_line = reader, on_line
         reader.start(list(self._reader.ready))  # what came with the greeting's last read
@@ -180,6 +186,8 @@ class BabeldControl:
             self._pending.append(pending)
             try:
                 await self._stream.send_all(f"{text}\n".encode())
+                if self._threaded is not None:
+                    self._threaded.wake()
             except (trio.BrokenResourceError, trio.ClosedResourceError) as error:
                 raise BabeldError(f"babeld control connection broke: {error}") from None
         with trio.move_on_after(deadline):

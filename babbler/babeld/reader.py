@@ -16,6 +16,12 @@ one per neighbour; they go to the loop in front of the next line that is not one
 (so their order with it is kept), when the daemon reads the table (`take_held`), and when
 someone starts watching (`hold(False)`).
 
+While holding, the thread also lets babeld's lines gather for GATHER seconds after each
+read (when babeld's send buffer was widened to hold them, sndbuf.py): babeld writes a burst
+on every hello on every interface, and one wake-up per burst was most of babblerd's cost
+once the trio loop slept through them. Never while a request waits for babeld's answer
+(`awaiting`, and `wake` as a request is sent): that answer is read at once.
+
 The thread owns a duplicate of the socket's descriptor (trio's stays non-blocking and keeps
 writing requests); `stop` shuts the connection's reading side down, which ends the poll.
 """
@@ -28,6 +34,7 @@ import os
 import select
 import socket
 import threading
+from collections.abc import Callable
 from typing import Protocol
 
 import trio
@@ -37,6 +44,11 @@ from babbler.lines import CHUNK, TOO_LONG, LineSplitter
 
 END = None  # a batch that says the connection ended (closed, reset)
 HELD = b"change neighbour "  # what may wait while nobody watches (module docstring)
+# While nobody watches: the longest babeld's lines wait in the socket between reads. At
+# hello 0.1 s a node's babeld writes ~27 bursts a second on 2 interfaces; this reads them
+# at most 10 times a second. The widened buffer holds ~1 s of a 64-ring's stream, 10 times
+# this; a `status` may miss what babeld said in the last GATHER seconds.
+GATHER = 0.1
 
 
 class LineCounter(Protocol):
@@ -55,7 +67,12 @@ class ThreadedReader:
         splitter: LineSplitter,
         counts: LineCounter,
         hold: bool = False,
+        gather: float = 0.0,
+        awaiting: Callable[[], bool] = lambda: False,
     ) -> None:
+        """`hold`: nobody watches yet. `gather`: GATHER where babeld's send buffer was
+        widened, else 0 (its default buffer fills in ~250 lines; babeld then cuts us).
+        `awaiting`: a request waits for its answer."""
         self._fd = os.dup(sock.fileno())
         self._splitter = splitter
         self._counts = counts
@@ -66,6 +83,11 @@ class ThreadedReader:
         self._fd_closed = False
         self._hold = hold
         self._held: dict[bytes, bytes] = {}  # entry key -> its latest held line
+        self._gather = gather
+        self._awaiting = awaiting
+        self._resume = threading.Event()  # set: read as soon as babeld writes
+        if not hold:
+            self._resume.set()
         self._arrived = trio.Event()
         self._thread = threading.Thread(target=self._run, name="babeld-reader", daemon=True)
 
@@ -90,9 +112,17 @@ class ThreadedReader:
         loop as a batch of their own when holding ends."""
         with self._lock:
             self._hold = on
+            if on:
+                self._resume.clear()
+            else:
+                self._resume.set()
             if not on and self._held:
                 self._append(list(self._held.values()))
                 self._held.clear()
+
+    def wake(self) -> None:
+        """A request was sent: stop letting lines gather, read its answer as it comes."""
+        self._resume.set()
 
     def take_held(self) -> list[bytes]:
         """The held lines, for the loop to apply now (it is about to read the table).
@@ -110,6 +140,7 @@ class ThreadedReader:
         the lock, so that a descriptor the thread has closed (its number perhaps reused by
         then) is never touched."""
         with self._lock:
+            self._resume.set()
             if self._fd_closed:
                 return
             with contextlib.suppress(OSError), socket.socket(fileno=os.dup(self._fd)) as sock:
@@ -139,23 +170,36 @@ class ThreadedReader:
         with contextlib.suppress(trio.RunFinishedError):
             self._token.run_sync_soon(self._arrived.set)
 
+    def _drain(self) -> bool:
+        """Read all that babeld has written; False once the connection ended."""
+        while True:
+            try:
+                data = os.read(self._fd, CHUNK)
+            except BlockingIOError:
+                return True
+            except OSError:  # a reset: as good as a close
+                return False
+            if not data:
+                return False
+            lines = self._splitter.feed(data)
+            if lines:
+                self._offer(lines)
+            if len(data) < CHUNK:
+                return True
+
     def _run(self) -> None:
         poller = select.poll()
         poller.register(self._fd, select.POLLIN)
         try:
             while True:
                 poller.poll()
-                try:
-                    data = os.read(self._fd, CHUNK)
-                except BlockingIOError:
-                    continue
-                except OSError:  # a reset: as good as a close
-                    data = b""
-                if not data:
+                if not self._drain():
                     return
-                lines = self._splitter.feed(data)
-                if lines:
-                    self._offer(lines)
+                if self._gather and not self._awaiting():
+                    self._resume.wait(self._gather)
+                    with self._lock:
+                        if self._hold:
+                            self._resume.clear()
         finally:
             with self._lock:
                 os.close(self._fd)

@@ -24,6 +24,7 @@ from babbler.babeld.control import BabeldControl, ControlCut, Greeting, LineCoun
 from babbler.babeld.launch import Launch, spawn, write_private
 from babbler.babeld.process import BabeldProcess, clear_stale
 from babbler.babeld.protocol import TableLine
+from babbler.babeld.reader import GATHER
 from babbler.errors import BabblerError, BabeldError, BabeldExited
 
 log = structlog.get_logger("babbler.babeld")
@@ -152,7 +153,8 @@ class Session:
             # babeld made it 0700 under our umask (sockets ignore x): say who may use it.
             with contextlib.suppress(OSError):
                 os.chmod(self.launch.files.socket, 0o600)
-            self._widen_buffer()
+            if self._widen_buffer():
+                control.gather = GATHER
             if cuts:
                 hooks.on_reconnect()
             control.hold(hooks.unwatched())
@@ -173,16 +175,18 @@ class Session:
             # session with the real reason before trying its socket again.
             await trio.sleep(RECONNECT_PAUSE)
 
-    def _widen_buffer(self) -> None:
-        """Room for a second of babeld's lines on its side of our connection (sndbuf.py)."""
+    def _widen_buffer(self) -> bool:
+        """Room for a second of babeld's lines on its side of our connection (sndbuf.py).
+        True when it was made."""
         if self.process is None:
-            return
+            return False
         try:
-            sndbuf.widen(self.process.pid)
+            return sndbuf.widen(self.process.pid) > 0
         except OSError as error:
             if not self._widen_failed:
                 log.info("cannot widen babeld's control buffer", error=str(error))
             self._widen_failed = True
+            return False
 
     async def _connection(self, control: BabeldControl, hooks: Hooks) -> bool:
         """Serve one control connection; True when babeld cut it (and may be reconnected)."""

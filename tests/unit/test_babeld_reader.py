@@ -123,3 +123,47 @@ async def test_held_lines_never_overtake_a_batch_the_loop_has_not_taken() -> Non
         assert reader.take_held() == [], "a held change would be applied before the flush"
         assert await reader.batch() == [flush]
         assert reader.take_held() == [rtt("a", "2")]
+
+
+async def test_unwatched_lines_gather_but_answers_and_watchers_do_not_wait() -> None:
+    """While nobody watches, babeld's lines wait `gather` seconds between reads (one batch,
+    not one per burst); a request's answer and a new watcher end the wait at once."""
+    ours, babeld = socket.socketpair()
+    requests: list[str] = []
+    with ours, babeld:
+        reader = ThreadedReader(
+            trio.socket.from_stdlib_socket(ours),
+            LineSplitter(4096),
+            LineCounts(),
+            hold=True,
+            gather=5.0,
+            awaiting=lambda: bool(requests),
+        )
+        reader.start([])
+        babeld.sendall(ROUTE + b"\n")
+        assert await reader.batch() == [ROUTE]  # read at once; now it lets lines gather
+        second = ROUTE.replace(b"96", b"128")
+        babeld.sendall(second + b"\n")
+        await trio.sleep(0.2)
+        babeld.sendall(ROUTE + b"\n")
+        with trio.move_on_after(1):
+            assert await reader.batch() is None, "read before the gathering time"
+
+        requests.append("interface v1x3")  # a request: the wait ends, its answer is read
+        reader.wake()
+        babeld.sendall(b"ok\n")
+        lines: list[bytes] = []
+        with trio.fail_after(2):
+            while b"ok" not in lines:
+                lines += await reader.batch() or []
+        assert lines == [second, ROUTE, b"ok"]
+        requests.clear()
+
+        babeld.sendall(second + b"\n")
+        with trio.fail_after(2):
+            assert await reader.batch() == [second]  # read at once, then gathering again
+        reader.hold(False)  # a watcher: every line as it comes
+        for line in (ROUTE, second):
+            babeld.sendall(line + b"\n")
+            with trio.fail_after(2):
+                assert await reader.batch() == [line]
