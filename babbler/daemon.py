@@ -177,17 +177,19 @@ class Daemon:
         if not isinstance(fact, Applied):
             self._publish_node()
             return
-        self.hub.publish_lines([fact.line])
-        event = views.entry_event(fact)
-        if event is not None:
-            self.hub.publish_event(event)
+        if self.hub.monitoring:
+            self.hub.publish_lines([fact.line])
+        if self.hub.watching:
+            event = views.entry_event(fact)
+            if event is not None:
+                self.hub.publish_event(event)
         if fact.entry.kind == "route":
             self.identity.observe(fact, self.mesh.my_id, trio.current_time())
             self._collision_check.set()  # a candidate's hold may start or end
             self._routes_changed.set()
 
     def _subscribers_changed(self) -> None:
-        self.mesh.watched(self.hub.subscribers > 0)
+        self.mesh.watched(self.hub.monitoring + self.hub.watching > 0)
         self.demand_changed.notify()
 
     def _publish_node(self) -> None:

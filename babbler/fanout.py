@@ -153,10 +153,19 @@ class Hub:
         self._pending: list[tuple[bool, str]] = []  # (is a watch event, text with newline)
         self._wake = trio.Event()
         self.items_out = 0  # live lines and events queued to clients, one per client each
+        # Clients subscribed to each stream, counted as subscriptions change: a fact nobody
+        # subscribes to costs nothing, not a walk over every client.
+        self.monitoring = 0
+        self.watching = 0
 
     @property
     def subscribers(self) -> int:
         return sum(1 for c in self.clients if c.subscribed)
+
+    def _recount(self) -> None:
+        self.monitoring = sum(1 for c in self.clients if c.monitor)
+        self.watching = sum(1 for c in self.clients if c.watch)
+        self._on_change()
 
     def new_client(self, send_now: Send | None = None) -> Client:
         self._counter += 1
@@ -168,20 +177,20 @@ class Hub:
         was = client.subscribed
         self.clients.discard(client)
         if was:
-            self._on_change()
+            self._recount()
 
     def subscription_changed(self) -> None:
-        self._on_change()
+        self._recount()
 
     def publish_lines(self, lines: list[str]) -> None:
         """Live babeld lines for `monitor` clients."""
-        if lines and any(c.monitor for c in self.clients):
+        if lines and self.monitoring:
             self._pending.extend((False, f"{line}\n") for line in lines)
             self._wake.set()
 
     def publish_event(self, event: dict[str, Any]) -> None:
         """One JSON event for `watch` clients."""
-        if any(c.watch for c in self.clients):
+        if self.watching:
             self._pending.append((True, encode_json(event) + "\n"))
             self._wake.set()
 

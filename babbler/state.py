@@ -11,6 +11,7 @@ stream keyed by (kind, handle), so applying a babeld line yields the line to for
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from babbler.babeld.protocol import KINDS, TableLine
@@ -20,10 +21,15 @@ INFINITY = 0xFFFF
 
 @dataclass(frozen=True)
 class Applied:
-    line: str  # what to forward to `monitor` clients
     real: bool  # the entry really changed (what `watch` reports)
     entry: TableLine  # the entry as it now stands (for a flush: as it last stood)
     verb: str
+    said: TableLine  # the line babeld wrote (a flush: the entry as it last stood)
+
+    @cached_property
+    def line(self) -> str:
+        """What to forward to `monitor` clients; made only when someone monitors."""
+        return self.said.render(self.verb)
 
 
 class MeshTable:
@@ -43,12 +49,12 @@ class MeshTable:
             if old is None:
                 return None
             del self._entries[key]
-            return Applied(line.render(), True, old, "flush")
+            return Applied(True, old, "flush", line)
         verb = "add" if old is None else "change"
         self._entries[key] = line
         if old is not None and line.verb == "add" and old.fields == line.fields:
             return None
-        return Applied(line.render(verb), old is None or old.fields != line.fields, line, verb)
+        return Applied(old is None or old.fields != line.fields, line, verb, line)
 
     def begin_resync(self) -> None:
         """A new dump of babeld's table follows (a new control connection to the same
@@ -63,10 +69,10 @@ class MeshTable:
         gone = [e for key, e in self._entries.items() if key not in seen]
         for entry in gone:
             del self._entries[entry.key]
-        return [Applied(e.render("flush"), True, e, "flush") for e in gone]
+        return [Applied(True, e, "flush", e) for e in gone]
 
     def flush_all(self) -> list[Applied]:
-        gone = [Applied(e.render("flush"), True, e, "flush") for e in self.entries()]
+        gone = [Applied(True, e, "flush", e) for e in self.entries()]
         self._entries.clear()
         return gone
 
