@@ -12,6 +12,7 @@ name), then is forgotten.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from ipaddress import IPv6Network
 from typing import Any
 
@@ -56,17 +57,28 @@ def routed(routes: list[dict[str, Any]]) -> dict[int, tuple[dict[str, Any], froz
         prefix = route.get("prefix")
         if not prefix or not is_usable(route):
             continue
-        try:
-            network = IPv6Network(prefix, strict=False)
-        except ValueError:
+        of = _node_of(prefix)
+        if of is None:
             continue
-        node = node_id_of(network.network_address)
-        if node is None or network.prefixlen != 128:
-            continue
+        node, is_node_address = of
         links.setdefault(node, set()).add(prefix)
-        if network.network_address == node_address(node):
+        if is_node_address:
             to_node[node] = route
     return {node: (route, frozenset(links[node])) for node, route in to_node.items()}
+
+
+@lru_cache(maxsize=65536)
+def _node_of(prefix: str) -> tuple[int, bool] | None:
+    """(node id, whether it is the node address) of a /128 inside a node range, else None.
+    Cached: the same few hundred prefixes come on every route change of a large mesh."""
+    try:
+        network = IPv6Network(prefix, strict=False)
+    except ValueError:
+        return None
+    node = node_id_of(network.network_address)
+    if node is None or network.prefixlen != 128:
+        return None
+    return node, network.network_address == node_address(node)
 
 
 def _neighbours(info: dict[str, Any] | None) -> list[dict[str, Any]]:
