@@ -92,7 +92,8 @@ class Daemon:
         self._started = 0.0  # trio time at run()
         self.nodes = NodeBook(node.value)
         self._routes_changed = trio.Event()
-        self._nodes_published: list[dict[str, Any]] = []
+        # The nodes `watch` clients were last told of; None while nobody watches.
+        self._nodes_published: list[dict[str, Any]] | None = None
         self._info_scope: trio.CancelScope | None = None
 
     # -- what clients read (requests.View) -----------------------------------------------------
@@ -193,6 +194,10 @@ class Daemon:
 
     def _subscribers_changed(self) -> None:
         self.mesh.watched(self.hub.monitoring + self.hub.watching > 0)
+        if not self.hub.watching:
+            self._nodes_published = None
+        elif self._nodes_published is None:  # the first watcher's snapshot was made just now
+            self._nodes_published = self.nodes.view(trio.current_time())
         self.demand_changed.notify()
 
     def _publish_node(self) -> None:
@@ -300,6 +305,10 @@ class Daemon:
         self._routes_changed.set()
 
     def _publish_nodes(self) -> None:
+        """Node events for `watch` clients. With none, nothing is made: the view of every
+        node was ~12 % of babblerd's time on a churning 64-ring with nobody watching."""
+        if not self.hub.watching or self._nodes_published is None:
+            return
         current = self.nodes.view(trio.current_time())
         for event in nodes_events(self._nodes_published, current):
             self.hub.publish_event(event)
