@@ -13,11 +13,12 @@ import click
 
 from babbler import __version__
 from babbler.client import NotRunning, parse_status
-from babbler.config import MAX_HELLO_INTERVAL, MIN_HELLO_INTERVAL
+from babbler.config import DEFAULT_HELLO_INTERVAL, MAX_HELLO_INTERVAL, MIN_HELLO_INTERVAL
 from babbler.ctl import render_path, render_status, render_svg, run_command
 from babbler.errors import BabblerError
 from babbler.graph import Graph, to_dot
 from babbler.lab import TOPOLOGIES, Lab, LabError, Node, farthest
+from babbler.lab.capacity import too_big
 from babbler.state import is_usable
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -61,6 +62,9 @@ def _bring_up(
     name: str, nodes: int, topology: str, hello: float | None, mode: str, wait: float | None
 ) -> Lab:
     daemon_args = ["--mode", mode] + (["--hello-interval", f"{hello:g}"] if hello else [])
+    warning = too_big(nodes, hello or DEFAULT_HELLO_INTERVAL, os.cpu_count() or 1)
+    if warning:
+        click.echo(f"babbler-lab: note: {warning}", err=True)
     started = time.monotonic()
     lab = Lab.create(name, nodes, topology, daemon_args)
     try:
