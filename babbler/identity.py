@@ -14,6 +14,7 @@ node id and persists it.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from ipaddress import IPv6Network
 from pathlib import Path
 
@@ -28,9 +29,16 @@ from babbler.state import VIEWS, Applied
 
 log = structlog.get_logger("babbler.identity")
 
-# Route prefixes remembered as in or out of our range; more (a peer announcing prefixes
-# by the thousand) starts the memory afresh.
-MAX_PREFIXES = 65536
+
+@lru_cache(maxsize=65536)
+def in_range(prefix: str, node_id: int) -> bool:
+    """Whether a route's prefix lies in this node's range. Cached: a converging 64-ring
+    changes every route many times a second, and parsing each prefix anew was half of
+    babblerd's CPU there (py-spy)."""
+    try:
+        return IPv6Network(prefix).subnet_of(node_range(node_id))
+    except ValueError:
+        return False
 
 
 def write_router_ids(state_dir: Path, ids: list[str]) -> None:
@@ -47,8 +55,6 @@ class Identity:
         self._watch = CollisionWatch(hold_time(hello_interval))
         self.used_router_ids = read_router_ids(state_dir)[-KEEP_ROUTER_IDS:]
         self.next_router_id = random_router_id()
-        self._inside: dict[str, bool] = {}  # route prefix -> in our range (`_ours`)
-        self._inside_of = node.value
 
     def take_router_id(self) -> str:
         """The router id for the babeld about to start; remembered as ours."""
@@ -72,29 +78,14 @@ class Identity:
     def observe(self, applied: Applied, my_id: str | None, now: float) -> None:
         """Feed one applied table entry: a route into our range from a router id that is
         not ours starts (or keeps) a candidate; `collision_due` says when it has lasted."""
-        if applied.entry.kind != "route" or not self._ours(applied.entry.field("prefix")):
+        prefix = applied.entry.field("prefix") or ""
+        if applied.entry.kind != "route" or not in_range(prefix, self.node.value):
             return  # nearly every route: another node's range, never a candidate
         route = VIEWS["route"](applied.entry)
         if applied.verb == "flush":
             self._watch.forget(route)
             return
         self._watch.observe(route, my_id, self.node_range, now, self.used_router_ids)
-
-    def _ours(self, prefix: str | None) -> bool:
-        """Whether a route's prefix lies in this node's range. Remembered per prefix: a
-        converging 64-ring changes every route many times a second, and parsing each
-        prefix anew was half of babblerd's CPU there (py-spy)."""
-        if self._inside_of != self.node.value or len(self._inside) >= MAX_PREFIXES:
-            self._inside.clear()
-            self._inside_of = self.node.value
-        known = self._inside.get(prefix or "")
-        if known is None:
-            try:
-                known = IPv6Network(prefix or "").subnet_of(self.node_range)
-            except ValueError:
-                known = False
-            self._inside[prefix or ""] = known
-        return known
 
     def collision_deadline(self, my_id: str | None) -> float | None:
         """When a lasting announcement of our range by another router would be due."""
