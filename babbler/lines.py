@@ -43,10 +43,6 @@ class LineSplitter:
             lines = [self._clean(line) for line in lines]
         return lines
 
-    def leftover(self) -> bytes:
-        """The bytes of a line not yet complete (to hand the stream over to another reader)."""
-        return self._partial
-
     def _clean(self, line: bytes) -> bytes:
         if line is TOO_LONG or len(line) > self._max:
             return TOO_LONG

@@ -24,7 +24,9 @@ class Applied:
     real: bool  # the entry really changed (what `watch` reports)
     entry: TableLine  # the entry as it now stands (for a flush: as it last stood)
     verb: str
-    said: TableLine  # the line babeld wrote (a flush: the entry as it last stood)
+    # What `line` renders: babeld's own line, or for a flush babblerd makes (babeld gone,
+    # or gone from a re-dump) the entry as it last stood.
+    said: TableLine
 
     @cached_property
     def line(self) -> str:

@@ -114,9 +114,9 @@ class ThreadedReader:
             self._hold = on
             if on:
                 self._resume.clear()
-            else:
-                self._resume.set()
-            if not on and self._held:
+                return
+            self._resume.set()
+            if self._held:
                 self._append(list(self._held.values()))
                 self._held.clear()
 
@@ -156,7 +156,7 @@ class ThreadedReader:
         with self._lock:
             if self._hold and all(line.startswith(HELD) for line in real):
                 for line in real:
-                    self._held[entry_key(line[7:])] = line  # after b"change "
+                    self._held[entry_key(line.removeprefix(b"change "))] = line
                 self._counts.held += len(real)
                 return
             if self._held:
