@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 import threading
+from typing import Any
 
 import trio
 
@@ -15,12 +16,26 @@ from babbler.lines import LineSplitter
 ROUTE = b"change route r1 prefix fde0::1/128 metric 96"
 
 
+def started(
+    ours: socket.socket,
+    counts: LineCounts | None = None,
+    first: list[bytes] | None = None,
+    **options: Any,
+) -> ThreadedReader:
+    """A reader of `ours` (the daemon's end of a socket pair), started."""
+    reader = ThreadedReader(
+        trio.socket.from_stdlib_socket(ours), LineSplitter(4096), counts or LineCounts(), **options
+    )
+    reader.start(first or [])
+    return reader
+
+
 async def test_only_real_lines_wake_the_loop_and_the_end_is_told() -> None:
     ours, babeld = socket.socketpair()
     counts = LineCounts()
     with ours, babeld:
-        reader = ThreadedReader(trio.socket.from_stdlib_socket(ours), LineSplitter(4096), counts)
-        reader.start([b"add route r1 prefix fde0::1/128 metric 96"])  # from the greeting's read
+        # the first line came with the greeting's read
+        reader = started(ours, counts, first=[b"add route r1 prefix fde0::1/128 metric 96"])
         assert await reader.batch() == [b"add route r1 prefix fde0::1/128 metric 96"]
         babeld.sendall(ROUTE.replace(b"change", b"add") + b"\n" + ROUTE[:10])  # a repeat, cut
         babeld.sendall(ROUTE[10:] + b"\n")  # ... its end: a repeat too (same entry, same line)
@@ -34,10 +49,7 @@ async def test_only_real_lines_wake_the_loop_and_the_end_is_told() -> None:
 async def test_stop_ends_the_thread() -> None:
     ours, babeld = socket.socketpair()
     with ours, babeld:
-        reader = ThreadedReader(
-            trio.socket.from_stdlib_socket(ours), LineSplitter(4096), LineCounts()
-        )
-        reader.start([])
+        reader = started(ours)
         before = threading.active_count()
         reader.stop()
         with trio.fail_after(5):
@@ -52,10 +64,7 @@ async def test_stop_after_the_end_leaves_a_reused_descriptor_alone() -> None:
     asker cut off right after the header while babeld was being killed)."""
     ours, babeld = socket.socketpair()
     with ours:
-        reader = ThreadedReader(
-            trio.socket.from_stdlib_socket(ours), LineSplitter(4096), LineCounts()
-        )
-        reader.start([])
+        reader = started(ours)
         babeld.close()
         assert await reader.batch() is None
         await trio.to_thread.run_sync(reader._thread.join, 5)  # its descriptor closed
@@ -78,10 +87,7 @@ async def test_unwatched_neighbour_changes_wait_and_keep_their_order() -> None:
     ours, babeld = socket.socketpair()
     counts = LineCounts()
     with ours, babeld:
-        reader = ThreadedReader(
-            trio.socket.from_stdlib_socket(ours), LineSplitter(4096), counts, hold=True
-        )
-        reader.start([])
+        reader = started(ours, counts, hold=True)
         babeld.sendall(b"\n".join([rtt("a", "1"), rtt("b", "1"), rtt("a", "2")]) + b"\n")
         with trio.move_on_after(0.3):
             assert await reader.batch() is None, "an unwatched neighbour change woke the loop"
@@ -109,10 +115,7 @@ async def test_held_lines_never_overtake_a_batch_the_loop_has_not_taken() -> Non
     ours, babeld = socket.socketpair()
     counts = LineCounts()
     with ours, babeld:
-        reader = ThreadedReader(
-            trio.socket.from_stdlib_socket(ours), LineSplitter(4096), counts, hold=True
-        )
-        reader.start([])
+        reader = started(ours, counts, hold=True)
         flush = b"flush neighbour a address fe80::2 if v1x2"
         babeld.sendall(flush + b"\n")
         await trio.sleep(0.1)  # read and handed over; the loop has not taken it yet
@@ -131,15 +134,7 @@ async def test_unwatched_lines_gather_but_answers_and_watchers_do_not_wait() -> 
     ours, babeld = socket.socketpair()
     requests: list[str] = []
     with ours, babeld:
-        reader = ThreadedReader(
-            trio.socket.from_stdlib_socket(ours),
-            LineSplitter(4096),
-            LineCounts(),
-            hold=True,
-            gather=5.0,
-            awaiting=lambda: bool(requests),
-        )
-        reader.start([])
+        reader = started(ours, hold=True, gather=5.0, awaiting=lambda: bool(requests))
         babeld.sendall(ROUTE + b"\n")
         assert await reader.batch() == [ROUTE]  # read at once; now it lets lines gather
         second = ROUTE.replace(b"96", b"128")
