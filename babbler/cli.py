@@ -1,39 +1,31 @@
 """`babblerd`: the root daemon's command line. Thin: parse, validate, set up, run.
 
 Lean on purpose: everything up to babeld's early start (early.py) imports neither trio nor
-structlog nor pyroute2 (serve.py does, once babeld is running).
+structlog nor pyroute2 (serve.py does, once babeld is running), nor click nor typing (a plain
+command line is read by argv.py; click, in cli_command.py, answers help and errors).
 """
 
 from __future__ import annotations
 
+import os
 import resource
 import signal
 import sys
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, TypeVar
 
-import click
-
-from babbler import __version__, instance, paths, platform
+from babbler import argv, instance, paths, platform
 from babbler.caps import privilege_problem
-from babbler.config import DEFAULT_CONFIG, SETTINGS, Config, merge
+from babbler.config import DEFAULT_CONFIG, Config, merge
 from babbler.early import Early
 from babbler.early import start as start_early
 from babbler.errors import ConfigError, EnvironmentProblem
 from babbler.meshkey import load_key
 from babbler.nodeid import load_node_id
 
-EPILOG = """\b
-Examples:
-  sudo babblerd                          physical Ethernet/Thunderbolt links, mesh always up
-  sudo babblerd --mode on-demand         mesh up only while a local program subscribes
-  sudo babblerd --key-file /etc/babbler/mesh.key   only nodes with this key are neighbours
-  sudo babblerd --interface 'veth*'      exactly these links, whatever their kind
-Every flag has a key of the same name in the config file (TOML), e.g. hello-interval = 0.5.
-Signals: SIGTERM/SIGINT stop (babeld stopped, addresses removed); SIGHUP reloads the file.
-"""
+TYPE_CHECKING = False  # typing itself costs 3 ms of the start
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
@@ -78,48 +70,27 @@ def _stop_during_start(signum: int, frame: object) -> None:
 
 
 def _fail(message: str, code: int) -> None:
-    click.echo(f"babblerd: {message}", err=True)
+    print(f"babblerd: {message}", file=sys.stderr, flush=True)
     sys.exit(code)
 
 
-F = TypeVar("F", bound=Callable[..., Any])
+# click's shell completion (docs/operations.md): set, babblerd prints a script, never starts.
+COMPLETION_VARIABLE = "_BABBLERD_COMPLETE"
 
 
-def setting_options(command: F) -> F:
-    """One click option per setting of config.SETTINGS, in the table's order."""
-    for setting in reversed(SETTINGS):
-        kind: dict[str, Any] = {"help": setting.help}
-        if setting.switch:
-            kind |= {"is_flag": True, "default": None}
-        elif setting.choices:
-            kind["type"] = click.Choice(setting.choices, case_sensitive=False)
-        else:
-            kind["metavar"] = setting.metavar
-        if setting.repeatable:
-            kind["multiple"] = True
-        command = click.option(f"--{setting.key}", setting.attr, **kind)(command)
-    return command
+def run() -> None:
+    """The `babblerd` program: a plain command line is read here, anything else by click."""
+    parsed = None if COMPLETION_VARIABLE in os.environ else argv.parse(sys.argv[1:])
+    if parsed is None:
+        from babbler.cli_command import main  # help, version, completion, errors: click's
+
+        main()
+        return
+    start(*parsed)
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]}, epilog=EPILOG)
-@click.option(
-    "--config",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help=f"TOML config file [default: {DEFAULT_CONFIG}, if present]",
-)
-@setting_options
-@click.version_option(__version__, prog_name="babblerd")
-def main(config: Path | None, **given: Any) -> None:
-    """Give each wired link a mesh address and route between nodes with babeld.
-
-    Serves the node's state, babeld's table and live changes on <run-dir>/babblerd.sock
-    (read it with babblerctl).
-    """
-    flags = {
-        key.replace("_", "-"): value
-        for key, value in given.items()
-        if value is not None and value != ()
-    }
+def start(config: Path | None, flags: dict[str, Any]) -> None:
+    """Validate, set up and run the daemon; `flags` maps setting keys to raw flag values."""
     try:
         settings = load_config(flags, config)
         key = load_key(settings.key_file) if settings.key_file else None
@@ -151,8 +122,8 @@ def main(config: Path | None, **given: Any) -> None:
         # trio, structlog and pyroute2 from here on: babeld is already running.
         from babbler import serve
 
-        start = serve.Start(settings, node, key, state_problem, early, early_note)
-        serve.run(start, lambda: load_config(flags, config))
+        begun = serve.Start(settings, node, key, state_problem, early, early_note)
+        serve.run(begun, lambda: load_config(flags, config))
     except EnvironmentProblem as problem:
         _fail(str(problem), 1)
     finally:
@@ -162,4 +133,4 @@ def main(config: Path | None, **given: Any) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run()

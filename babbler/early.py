@@ -15,7 +15,7 @@ with its babblerd (a pid file, stale `proto babel` routes) are the normal start'
 
 from __future__ import annotations
 
-import shutil
+import os
 import subprocess
 import time
 from dataclasses import dataclass
@@ -70,9 +70,16 @@ def why_not(config: Config) -> str | None:
     files = BabeldFiles.under(config.private_dir, config.state_dir)
     if files.pid.exists() or files.socket.exists():
         return "a previous babeld left files (the normal start clears them)"
-    if shutil.which(config.babeld) is None:
+    if not _found(config.babeld):
         return f"{config.babeld} not found"
     return None
+
+
+def _found(program: str) -> bool:
+    """shutil.which(program) is not None, without shutil's 2.5 ms of imports."""
+    if "/" in program:
+        return os.access(program, os.X_OK) and not os.path.isdir(program)
+    return any(_found(os.path.join(folder, program)) for folder in os.get_exec_path())
 
 
 def start(config: Config, node: NodeId, key: MeshKey | None) -> tuple[Early | None, str]:

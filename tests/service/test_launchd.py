@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from babbler.cli import load_config as build
-from babbler.cli import main
+from babbler.cli_command import main
 
 ROOT = Path(__file__).resolve().parents[2]
 PLIST = ROOT / "launchd" / "org.babbler.babblerd.plist"

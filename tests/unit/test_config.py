@@ -90,7 +90,7 @@ def test_reload_rereads_the_file_and_keeps_flags(tmp_path: Path) -> None:
 def test_one_table_defines_every_setting_its_flag_and_its_reloadability() -> None:
     from click.testing import CliRunner
 
-    from babbler.cli import main
+    from babbler.cli_command import main
     from babbler.config import SETTINGS, unknown_settings
 
     assert unknown_settings() == set()
