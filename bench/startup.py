@@ -8,6 +8,9 @@ On a 2-node lab line (links up and settled), each run, node 1 only:
             babeld; babblerd is then stopped with SIGTERM (a clean stop: the next run may
             start babeld early again)
 Reported: median, min and max of each, and babblerd minus python (babbler's own part).
+Each checkout's bytecode is compiled first, as an install does (pip, nix and distribution
+packages ship it): a checkout run with PYTHONDONTWRITEBYTECODE (set on this machine) would
+otherwise compile every babbler module again on every start, ~10 ms that no install pays.
 --baseline PYTHON runs the same with another checkout's interpreter (its own editable
 install), side by side in the same run, for before/after.
 
@@ -33,11 +36,14 @@ import common
 from babbler.lab import Lab
 
 WAIT = 10.0  # seconds for babeld to be spawned
+# `python -m` and `-c` put the working directory first on sys.path: run from one without a
+# babbler package, or every interpreter would run the checkout the bench was started in.
+NEUTRAL = "/"
 
 
 def python_start(netns: str, python: str) -> float:
     started = time.time()
-    subprocess.run(["ip", "netns", "exec", netns, python, "-c", "pass"], check=True)
+    subprocess.run(["ip", "netns", "exec", netns, python, "-c", "pass"], check=True, cwd=NEUTRAL)
     return time.time() - started
 
 
@@ -56,7 +62,7 @@ def babblerd_start(netns: str, python: str, base: Path) -> float:
     ]
     log = (base / "babblerd.log").open("ab")
     started = time.time()
-    daemon = subprocess.Popen(args, stdout=log, stderr=log)
+    daemon = subprocess.Popen(args, stdout=log, stderr=log, cwd=NEUTRAL)
     try:
         deadline = time.monotonic() + WAIT
         while not stamp.exists() or not stamp.read_text().strip():
@@ -75,8 +81,18 @@ def babblerd_start(netns: str, python: str, base: Path) -> float:
         log.close()
 
 
+def compile_bytecode(python: str) -> None:
+    """What an install does: babbler's modules compiled to __pycache__ once."""
+    where = "import babbler, os; print(os.path.dirname(babbler.__file__))"
+    package = subprocess.run(
+        [python, "-c", where], capture_output=True, text=True, check=True, cwd=NEUTRAL
+    )
+    subprocess.run([python, "-m", "compileall", "-q", package.stdout.strip()], check=True)
+
+
 def measure(lab: Lab, python: str, runs: int) -> dict[str, Any]:
     netns = lab.nodes[0].netns
+    compile_bytecode(python)
     base = Path(tempfile.mkdtemp(prefix="bst", dir="/tmp"))
     try:
         py = [python_start(netns, python) for _ in range(runs)]
