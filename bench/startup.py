@@ -12,7 +12,7 @@ Each checkout's bytecode is compiled first, as an install does (pip, nix and dis
 packages ship it): a checkout run with PYTHONDONTWRITEBYTECODE (set on this machine) would
 otherwise compile every babbler module again on every start, ~10 ms that no install pays.
 --baseline PYTHON runs the same with another checkout's interpreter (its own editable
-install), side by side in the same run, for before/after.
+install), side by side in the same run (one run of each in turn), for before/after.
 
     sudo .venv/bin/python bench/startup.py [--runs 20] [--baseline /old/.venv/bin/python]
 """
@@ -90,24 +90,35 @@ def compile_bytecode(python: str) -> None:
     subprocess.run([python, "-m", "compileall", "-q", package.stdout.strip()], check=True)
 
 
-def measure(lab: Lab, python: str, runs: int) -> dict[str, Any]:
+def measure(lab: Lab, pythons: list[str], runs: int) -> list[dict[str, Any]]:
+    """Each interpreter in turn, round after round, so that the machine's drift during the
+    run (it is shared) falls on all of them alike."""
     netns = lab.nodes[0].netns
-    compile_bytecode(python)
-    base = Path(tempfile.mkdtemp(prefix="bst", dir="/tmp"))
+    for python in pythons:
+        compile_bytecode(python)
+    bases = {python: Path(tempfile.mkdtemp(prefix="bst", dir="/tmp")) for python in pythons}
+    py: dict[str, list[float]] = {python: [] for python in pythons}
+    daemon: dict[str, list[float]] = {python: [] for python in pythons}
     try:
-        py = [python_start(netns, python) for _ in range(runs)]
-        daemon = [babblerd_start(netns, python, base) for _ in range(runs)]
-        early = (base / "babblerd.log").read_text().count('"babeld started early"')
+        for _ in range(runs):
+            for python in pythons:
+                py[python].append(python_start(netns, python))
+                daemon[python].append(babblerd_start(netns, python, bases[python]))
+        logs = {p: (bases[p] / "babblerd.log").read_text() for p in pythons}
     finally:
-        shutil.rmtree(base, ignore_errors=True)
-    return {
-        "python": python,
-        "python_start_s": common.summary(py),
-        "exec_to_babeld_s": common.summary(daemon),
-        "babbler_part_s": statistics.median(daemon) - statistics.median(py),
-        "started_early": early,
-        "runs": runs,
-    }
+        for base in bases.values():
+            shutil.rmtree(base, ignore_errors=True)
+    return [
+        {
+            "python": python,
+            "python_start_s": common.summary(py[python]),
+            "exec_to_babeld_s": common.summary(daemon[python]),
+            "babbler_part_s": statistics.median(daemon[python]) - statistics.median(py[python]),
+            "started_early": logs[python].count('"babeld started early"'),
+            "runs": runs,
+        }
+        for python in pythons
+    ]
 
 
 def main() -> None:
@@ -123,7 +134,7 @@ def main() -> None:
     try:
         time.sleep(2.5)  # the links' link-local addresses leave DAD
         pythons = [sys.executable, *([args.baseline] if args.baseline else [])]
-        results = [measure(lab, python, runs) for python in pythons]
+        results = measure(lab, pythons, runs)
     finally:
         lab.down()
     rows = [
