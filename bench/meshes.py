@@ -29,6 +29,8 @@ class Mesh:
     lab: Lab
     mode: str
     hello: float = DEFAULT_HELLO_INTERVAL  # babeld-same-hello: babeld alone at this interval
+    babeld_options: str = ""  # babeld alone: more `default` interface options
+    control: bool = False  # babeld alone: a control socket (`control_socket`)
     addresses: dict[int, str] = field(default_factory=dict)
     _babelds: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)
 
@@ -60,6 +62,10 @@ class Mesh:
         ]  # fmt: skip
         if self.mode == "babeld-same-hello":
             args += ["-C", f"default hello-interval {self.hello:g}"]
+        if self.babeld_options:
+            args += ["-C", f"default {self.babeld_options}"]
+        if self.control:
+            args += ["-G", str(self.control_socket(node))]
         log = (base / "babeld.log").open("ab")
         self._babelds[node.index] = subprocess.Popen(
             [*args, *sorted(links)], stdout=log, stderr=log, start_new_session=True
@@ -98,6 +104,10 @@ class Mesh:
             process.kill()
             process.wait()
         self.addresses.pop(node.index, None)
+
+    def control_socket(self, node: Node) -> Path:
+        """babeld alone with `control`: where its control socket is."""
+        return Path(node.base) / "babeld.sock"
 
     def babeld_pids(self) -> dict[int, int]:
         """Node index -> pid of its babeld (the babeld-alone modes)."""

@@ -32,8 +32,10 @@ def run(script: str, *args: str) -> subprocess.CompletedProcess[str]:
 @pytest.fixture(scope="module")
 def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("results")
-    for name in ("convergence", "latency", "reaction", "cost", "scale", "startup", "linkbench"):
-        printed = run(f"{name}.py", "--quick", "--out", str(out / f"{name}.json")).stdout
+    names = ("convergence", "latency", "reaction", "cost", "scale", "startup", "linkbench")
+    for name in (*names, "monitor-cost"):
+        script = f"{name.replace('-', '_')}.py"
+        printed = run(script, "--quick", "--out", str(out / f"{name}.json")).stdout
         assert "wrote" in printed and "---" in printed  # a table, then the file
     return out
 
@@ -64,6 +66,13 @@ def test_cost_writes_each_measure(results: Path) -> None:
     data = load(results, "cost")
     for key in ("exec_to_served_s", "idle_on_demand", "rss_idle_mb", "rss_1000_clients_mb"):
         assert key in data, key
+
+
+def test_monitor_cost_writes_babeld_with_and_without_readers(results: Path) -> None:
+    rows: list[dict[str, Any]] = load(results, "monitor-cost")["results"]  # type: ignore[assignment]
+    (row,) = rows
+    assert row["nodes"] == 4 and row["babeld_cpu_percent_unmonitored"] >= 0
+    assert row["monitor_lines_per_s_per_node"] > 0  # the readers got babeld's stream
 
 
 def test_scale_writes_babblerd_next_to_babeld(results: Path) -> None:
