@@ -82,6 +82,7 @@ class Daemon:
                 kernel=kernel,
                 report=self._on_fact,
                 adopt=self._adopt,
+                hello_interval=lambda: self.config.hello_interval,
             )
         )
         self.mesh.watched(False)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import trio
 
 
@@ -38,3 +40,15 @@ class Backoff:
 
     def reset(self) -> None:
         self._next = self.initial
+
+
+async def wait_any(events: Iterable[trio.Event]) -> None:
+    """Until one of `events` is set."""
+    async with trio.open_nursery() as nursery:
+
+        async def wait(event: trio.Event) -> None:
+            await event.wait()
+            nursery.cancel_scope.cancel()
+
+        for event in events:
+            nursery.start_soon(wait, event)

@@ -198,6 +198,23 @@ class BabeldControl:
             raise BabeldError(f"babeld did not answer {text!r} within {deadline:g} s")
         return pending.reply
 
+    async def snapshot(self, request: str) -> StatusLine:
+        """`dump` or `monitor`: babeld's whole table again, on this connection. Its entries
+        that did not change are dropped at the door like any repeat; entries it no longer
+        has are flushed from the table once its answer came."""
+        reader = self._threaded
+        if reader is not None:
+            reader.begin_census()
+        complete = False
+        try:
+            reply = await self.request(request)
+            complete = reply.ok
+        finally:
+            flushes = reader.end_census(complete) if reader is not None else []
+        for raw in flushes:
+            self._take(raw.decode("utf-8", "replace"), self._on_line)
+        return reply
+
     async def aclose(self) -> None:
         await self._stream.aclose()
 

@@ -100,10 +100,13 @@ class RepeatFilter:
     def __init__(self) -> None:
         self._last: dict[bytes, bytes] = {}  # b"kind handle" -> its last line after the verb
         self._current: set[bytes] = set()  # the values of _last
+        self._census: set[bytes] | None = None  # entries a whole table named so far
 
     def is_repeat(self, raw: bytes) -> bool:
         verb, _, rest = raw.partition(b" ")
         if verb == b"change" or verb == b"add":
+            if self._census is not None:
+                self._census.add(entry_key(rest))
             if rest in self._current:
                 return True
             key = entry_key(rest)
@@ -117,6 +120,26 @@ class RepeatFilter:
             if old is not None:
                 self._current.discard(old)
         return False
+
+    def begin_census(self) -> None:
+        """babeld's whole table follows (`dump`, or `monitor`'s snapshot): note every entry
+        it names, its repeats too (they are dropped all the same: nothing changed)."""
+        self._census = set()
+
+    def end_census(self, complete: bool = True) -> list[bytes]:
+        """The whole table came: an entry it did not name is gone from babeld. Forget each
+        and return a `flush` line for it (with its last fields), for the table to drop.
+        Not `complete` (the answer never came whole): nothing is concluded."""
+        named, self._census = self._census, None
+        if named is None or not complete:
+            return []
+        gone = [key for key in self._last if key not in named]
+        flushes = []
+        for key in gone:
+            rest = self._last.pop(key)
+            self._current.discard(rest)
+            flushes.append(b"flush " + rest)
+        return flushes
 
 
 def entry_key(rest: bytes) -> bytes:

@@ -120,6 +120,21 @@ class ThreadedReader:
                 self._append(list(self._held.values()))
                 self._held.clear()
 
+    def begin_census(self) -> None:
+        """A request for babeld's whole table is about to be sent (protocol.RepeatFilter)."""
+        with self._lock:
+            self._filter.begin_census()
+
+    def end_census(self, complete: bool) -> list[bytes]:
+        """Its answer came: `flush` lines for the entries it did not name (and their held
+        changes dropped: they must not bring a gone neighbour back). Nothing when the table
+        did not come whole (`complete` False: refused, or the connection ended)."""
+        with self._lock:
+            flushes = self._filter.end_census(complete)
+            for line in flushes:
+                self._held.pop(entry_key(line.removeprefix(b"flush ")), None)
+            return flushes
+
     def wake(self) -> None:
         """A request was sent: stop letting lines gather, read its answer as it comes."""
         self._resume.set()
@@ -148,12 +163,12 @@ class ThreadedReader:
 
     def _offer(self, lines: list[bytes]) -> None:
         """Filter a chunk's lines; hand what is real to trio."""
-        real = [line for line in lines if line is TOO_LONG or not self._filter.is_repeat(line)]
-        self._counts.lines_in += len(lines)
-        self._counts.repeats += len(lines) - len(real)
-        if not real:
-            return
-        with self._lock:
+        with self._lock:  # a census may begin or end meanwhile (the trio thread)
+            real = [line for line in lines if line is TOO_LONG or not self._filter.is_repeat(line)]
+            self._counts.lines_in += len(lines)
+            self._counts.repeats += len(lines) - len(real)
+            if not real:
+                return
             if self._hold and all(line.startswith(HELD) for line in real):
                 for line in real:
                     self._held[entry_key(line.removeprefix(b"change "))] = line

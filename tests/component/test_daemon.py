@@ -418,3 +418,37 @@ async def test_babeld_started_early_on_a_link_the_daemon_does_not_use_is_replace
         own_pid = d.status()["babeld"]["pid"]
         assert own_pid is not None and own_pid != fake.early_pid
         assert d.mesh.session is not None and d.mesh.session.launch.first_interface == "v1x2"
+
+
+async def test_unwatched_babeld_is_dumped_not_monitored_and_a_gone_route_goes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Nobody watching: babblerd stops babeld's `monitor` stream and reads `dump`s instead;
+    a route babeld drops meanwhile leaves `status`; a watcher brings `monitor` back, and its
+    snapshot and stream stay a consistent table (no route added twice, none left behind)."""
+    monkeypatch.setattr(mesh, "UNWATCHED_GRACE", 0.3)
+    monkeypatch.setattr(mesh, "DUMP_INTERVAL", 0.4)  # pays at hello 0.1 s: 4 x 0.1 <= 0.4
+    kernel = FakeKernel(veth("v1x2", 2))
+    async with running(kernel, mode="always") as (daemon, fake):
+        await eventually(lambda: "unmonitor" in fake.requests(), what="unmonitor")
+        await eventually(lambda: fake.requests()[-1:] == ["dump"], what="dumps")
+        assert not daemon.mesh.monitoring
+        client = await connect(daemon.config.socket_path)
+
+        async def routes() -> list[str]:
+            return [r["prefix"] for r in json.loads((await client.request("status"))[0])["routes"]]
+
+        assert len(await routes()) == 1
+        os.kill(fake.starts()[0][0], signal.SIGUSR1)  # the route is gone from babeld's table
+        with trio.fail_after(5):
+            while await routes():
+                await trio.sleep(0.05)
+
+        monitor = await connect(daemon.config.socket_path)
+        snapshot = await monitor.request("monitor")
+        assert not any(line.startswith("add route") for line in snapshot)
+        await eventually(lambda: daemon.mesh.monitoring, what="babeld monitoring again")
+        assert fake.requests().count("monitor") == 2  # the session's, then the watcher's
+        with trio.move_on_after(0.5):  # the watcher's snapshot from babeld changed nothing
+            line = await monitor.readline()
+            raise AssertionError(f"a line for a table that did not change: {line}")

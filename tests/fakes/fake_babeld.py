@@ -10,6 +10,8 @@ the environment:
   FAKE_BABELD_LOG      a file to append "start PID", "request LINE" and "stop" lines to
   FAKE_BABELD_CHATTER  "INTERVAL,BURST": every INTERVAL s, BURST identical `change neighbour`
                        lines to monitor clients, as babeld repeats them on every hello
+  SIGUSR1              its route is gone (as when the node behind it leaves): `flush` to
+                       monitor clients, and no longer in a dump
   FAKE_BABELD_STAMP    a file: chatter lines then carry a sequence number as their rtt
                        (seq/1000), each one a real change, and "SEQ MONOTONIC_NS" is appended
                        to the file as it is sent (bench/latency.py joins the two)
@@ -94,13 +96,14 @@ def main() -> None:
 
     cut_at: float | None = None  # mode cut: when to cut the first monitor connection
     cut_done = False
+    route_gone = False
 
     def table() -> bytes:
         lines = [f"add interface {name} up true ipv6 fe80::1" for name in interfaces]
         lines += [
             "add " + neighbour(),
             *([] if cut_done else ["add " + XROUTE]),
-            "add " + ROUTE.format(**{"if": first}),
+            *([] if route_gone else ["add " + ROUTE.format(**{"if": first})]),
         ]
         return "".join(f"{line}\n" for line in lines).encode()
 
@@ -110,6 +113,14 @@ def main() -> None:
                 conn.sendall(text.encode())
             except OSError:
                 monitors.discard(conn)
+
+    def drop_route(*_: object) -> None:
+        nonlocal route_gone
+        if not route_gone:
+            route_gone = True
+            broadcast("flush " + ROUTE.format(**{"if": first}) + "\n")
+
+    signal.signal(signal.SIGUSR1, drop_route)
 
     def answer(conn: socket.socket, line: str) -> None:
         nonlocal cut_at

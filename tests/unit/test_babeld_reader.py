@@ -162,3 +162,25 @@ async def test_unwatched_lines_gather_but_answers_and_watchers_do_not_wait() -> 
             babeld.sendall(line + b"\n")
             with trio.fail_after(2):
                 assert await reader.batch() == [line]
+
+
+async def test_a_gone_neighbour_held_while_unwatched_does_not_come_back() -> None:
+    """A neighbour's rtt change waits (nobody watches); then babeld's whole table comes
+    without that neighbour: the held change goes to the loop ahead of the answer, and the
+    flush after it, so nothing brings the neighbour back."""
+    ours, babeld = socket.socketpair()
+    counts = LineCounts()
+    with ours, babeld:
+        reader = started(ours, counts, hold=True)
+        babeld.sendall(ROUTE + b"\n" + rtt("a", "1").replace(b"change", b"add") + b"\n")
+        assert await reader.batch() == [ROUTE, rtt("a", "1").replace(b"change", b"add")]
+        babeld.sendall(rtt("a", "2") + b"\n")
+        with trio.fail_after(5):
+            while counts.held < 1:
+                await trio.sleep(0.01)
+        reader.begin_census()
+        babeld.sendall(ROUTE.replace(b"change", b"add") + b"\nok\n")  # `dump`: no neighbour a
+        assert await reader.batch() == [rtt("a", "2"), b"ok"]  # the route did not change
+        gone = [b"flush neighbour a address fe80::2 if v1x2 rtt 2"]
+        assert reader.end_census(complete=True) == gone
+        assert reader.take_held() == []

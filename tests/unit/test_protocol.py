@@ -61,3 +61,25 @@ def test_repeats_are_told_from_the_raw_text_per_entry() -> None:
     assert not repeats.is_repeat(changed)  # after a flush the entry starts anew
     for line in (b"ok", b"no", b"bad", b"BABEL 1.0", b"my-id 02:00:00:00:00:00:00:01"):
         assert not repeats.is_repeat(line) and not repeats.is_repeat(line)
+
+
+def test_a_whole_table_again_tells_what_is_gone_and_nothing_more() -> None:
+    """`dump` (or `monitor`'s snapshot) on a connection that read babeld's table before: the
+    entries that did not change are repeats, and the ones it no longer names are flushed."""
+    from babbler.babeld.protocol import RepeatFilter
+
+    door = RepeatFilter()
+    first = [b"add route r1 prefix fde0::1/128 metric 96", b"add route r2 prefix fde0::2/128"]
+    first += [b"add neighbour n1 address fe80::2 rtt 0.1"]
+    assert not any(door.is_repeat(line) for line in first)
+    door.begin_census()
+    assert door.is_repeat(b"add route r1 prefix fde0::1/128 metric 96")  # unchanged
+    assert not door.is_repeat(b"add neighbour n1 address fe80::2 rtt 0.2")  # changed
+    assert not door.is_repeat(b"add route r3 prefix fde0::3/128")  # new
+    assert door.end_census() == [b"flush route r2 prefix fde0::2/128"]
+    assert door.end_census() == []  # no census: nothing concluded
+    assert not door.is_repeat(b"add route r2 prefix fde0::2/128")  # forgotten: new again
+
+    door.begin_census()  # a table that never came whole concludes nothing
+    assert door.end_census(complete=False) == []
+    assert door.is_repeat(b"change route r3 prefix fde0::3/128")
