@@ -71,6 +71,16 @@ class Mesh:
             [*args, *sorted(links)], stdout=log, stderr=log, start_new_session=True
         )
 
+    def start_all(self) -> None:
+        """Start every node: babblerd as `babbler-lab up` does (at most STARTING_AT_ONCE
+        starting at a time: 64 Python start-ups at once on two cores left a 64-ring churning
+        for minutes, docs/benchmarks.md "Scale"), babeld alone all at once."""
+        if self.mode in BABBLER_MODES:
+            self.lab.start_all(extra=BABBLER_MODES[self.mode])
+            return
+        for node in self.lab.nodes:
+            self.start(node)
+
     def ready(self, node: Node) -> None:
         """babblerd: wait until it serves, and learn its address."""
         if self.mode in BABBLER_MODES:
@@ -154,10 +164,36 @@ def unreachable(lab: Lab, mesh: Mesh, nodes: list[Node]) -> int:
     return failures[0]
 
 
+def routes_ready(mesh: Mesh, nodes: list[Node]) -> bool:
+    """Whether every node's kernel has a babel route to every other node's address. One
+    `ip` per node: the ping sweep (N x (N-1) pings, 4,032 processes on a 64-node lab, every
+    round) only runs once it can succeed, instead of loading the machine it measures."""
+    targets = {n.index: mesh.address(n) for n in nodes}
+    if any(a is None for a in targets.values()):
+        return False
+    complete = [True]
+
+    def check(node: Node) -> None:
+        shown = subprocess.run(
+            ["ip", "-n", node.netns, "-6", "route", "show", "proto", "babel"],
+            capture_output=True, text=True, check=False,
+        ).stdout  # fmt: skip
+        routed = {line.split()[0] for line in shown.splitlines() if " via " in line}
+        if not {a for i, a in targets.items() if i != node.index} <= routed:
+            complete[0] = False
+
+    threads = [threading.Thread(target=check, args=(n,)) for n in nodes]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return complete[0]
+
+
 def wait_reachable(lab: Lab, mesh: Mesh, nodes: list[Node], since: float, limit: float) -> float:
     """Seconds from `since` until every pair among `nodes` pings; raises after `limit`."""
     while time.monotonic() - since < limit:
-        if unreachable(lab, mesh, nodes) == 0:
+        if routes_ready(mesh, nodes) and unreachable(lab, mesh, nodes) == 0:
             return time.monotonic() - since
         time.sleep(0.02)
     raise TimeoutError(f"{mesh.mode}: not reachable within {limit:g} s")

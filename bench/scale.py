@@ -116,8 +116,7 @@ def run(
     watchers: Watchers | None = None
     try:
         started = time.monotonic()
-        for node in lab.nodes:
-            mesh.start(node)
+        mesh.start_all()
         for node in lab.nodes:
             mesh.ready(node)
         reach = wait_reachable(lab, mesh, lab.nodes, started, limit)

@@ -154,13 +154,14 @@ class Lab:
         """Wait until a daemon started with `spawn` answers on its socket."""
         self.daemons.wait_served(node.pid, node.name, node.socket, node.log)
 
-    def start_all(self, at_once: int = STARTING_AT_ONCE) -> None:
+    def start_all(self, at_once: int = STARTING_AT_ONCE, extra: list[str] | None = None) -> None:
         """Start every node together (as machines powered on together would), but with at
-        most `at_once` daemons still starting at any time (STARTING_AT_ONCE)."""
+        most `at_once` daemons still starting at any time (STARTING_AT_ONCE); `extra`: more
+        babblerd flags for each."""
         for index, node in enumerate(self.nodes):
             if index >= at_once:
                 self.wait_served(self.nodes[index - at_once])
-            self.spawn(node)
+            self.spawn(node, extra)
         for node in self.nodes[-at_once:]:
             self.wait_served(node)
 
