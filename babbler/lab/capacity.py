@@ -1,27 +1,27 @@
 """How much of the machine a lab needs once converged, from docs/benchmarks.md "Scale".
 
-Measured on a 32-ring at hello 0.1 s: babblerd and babeld together cost 1.4 % of a core per
-node. babeld's lines grow with the mesh (each node hears of every other) and with the hello
-rate, and both daemons' costs follow the lines, so a lab of N nodes needs about
-N x (N / 32) x 1.4 % x (0.1 s / hello) of a core, before the kernel's share and more while
-it converges. A 64-ring at 0.1 s (1.8 cores by this) never settled on 2 cores; at 0.4 s
-(0.45) it converged in 33 s.
+Measured with no clients at hello 0.1 s: babblerd and babeld together cost 0.62, 0.59, 0.61,
+0.68 and 0.77 % of a core per node on rings of 4, 8, 16, 32 and 64 nodes: nearly flat since
+babblerd reads babeld's table with a dump a second while nobody watches (docs/design.md);
+before, it grew with the mesh (1.4 % at 32). The hello rate drives babeld's own work, so a
+lab of N nodes needs about N x 0.77 % x (0.1 s / hello) of a core, before the kernel's share
+and more while it converges. The 64-ring at 0.1 s (0.49 cores by this) converged in 41 s
+with daemons started 16 at a time (babbler-lab up).
 """
 
 from __future__ import annotations
 
-PER_NODE_AT_32 = 0.014  # of a core: babblerd + babeld per node, 32-ring, hello 0.1 s
+PER_NODE = 0.0077  # of a core: babblerd + babeld per node, 64-ring, hello 0.1 s
 MEASURED_HELLO = 0.1
 # The share of the machine's cores a converged lab was seen to need and still settle: the
-# 32-ring at 0.1 s and the 64-ring at 0.4 s (0.45 of 2 cores each by the estimate) did; the
-# 64-ring at 0.1 s (1.8 of 2) did not. Between the two nothing was measured, so beyond this
-# the lab says so (and still starts).
+# 64-ring at 0.1 s took 0.49 of 2 cores by the estimate. Beyond that nothing was measured,
+# so there the lab says so (and still starts).
 USABLE_SHARE = 0.25
 
 
 def cores_needed(nodes: int, hello: float) -> float:
     """Cores a converged lab of `nodes` at `hello` seconds needs, by the measured rate."""
-    return nodes * (nodes / 32) * PER_NODE_AT_32 * (MEASURED_HELLO / hello)
+    return nodes * PER_NODE * (MEASURED_HELLO / hello)
 
 
 def too_big(nodes: int, hello: float, cores: int) -> str | None:
