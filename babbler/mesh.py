@@ -18,11 +18,11 @@ from typing import Any
 import structlog
 import trio
 
-from babbler.babeld.control import BabeldControl, LineCounts
+from babbler.babeld.control import BabeldControl, LineCounts, refused
 from babbler.babeld.launch import Launch
 from babbler.babeld.protocol import TableLine
 from babbler.babeld.session import Ended, Hooks, Session
-from babbler.errors import BabblerError, BabeldError
+from babbler.errors import BabblerError
 from babbler.links.kernel import Kernel
 from babbler.state import Applied, MeshTable
 from babbler.sync import Backoff, Signal, wait_any
@@ -242,7 +242,7 @@ class Mesh:
             if not self.monitoring:  # the snapshot flushes what changed meanwhile
                 reply = await control.snapshot("monitor")
                 if not reply.ok:
-                    raise BabeldError(f"babeld refused monitor: {reply.status} {reply.message}")
+                    raise refused("monitor", reply)
                 self.monitoring = True
                 log.info("babeld monitoring", watched=not self._unwatched)
             return next_dump, math.inf
@@ -250,9 +250,7 @@ class Mesh:
             left = self._unwatched_since + UNWATCHED_GRACE - now
             if left > 0:
                 return next_dump, left
-            reply = await control.request("unmonitor")
-            if not reply.ok:
-                raise BabeldError(f"babeld refused unmonitor: {reply.status} {reply.message}")
+            await control.require("unmonitor")
             self.monitoring = False
             log.info("babeld not monitoring: nobody watches", dump_interval=DUMP_INTERVAL)
             next_dump = now

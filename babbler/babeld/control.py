@@ -51,6 +51,11 @@ class _Pending:
     reply: StatusLine | None = None
 
 
+def refused(request: str, reply: StatusLine) -> BabeldError:
+    """The error for a request babeld answered with `no` or `bad`."""
+    return BabeldError(f"babeld refused {request}: {reply.status} {reply.message}")
+
+
 class ControlCut(BabeldError):
     """babeld closed the control connection. It does so while staying up when a write to
     us has waited 100 ms (local.c write_timeout: a slow reader), so this is not a death."""
@@ -197,6 +202,13 @@ class BabeldControl:
                 raise BabeldError(f"babeld went away before answering {text!r}")
             raise BabeldError(f"babeld did not answer {text!r} within {deadline:g} s")
         return pending.reply
+
+    async def require(self, text: str) -> None:
+        """A request babblerd cannot go on without (`monitor`, `unmonitor`): raises
+        BabeldError when babeld refuses it."""
+        reply = await self.request(text)
+        if not reply.ok:
+            raise refused(text, reply)
 
     async def snapshot(self, request: str) -> StatusLine:
         """`dump` or `monitor`: babeld's whole table again, on this connection. Its entries

@@ -208,9 +208,7 @@ class Session:
         self, control: BabeldControl, follow: Callable[[BabeldControl], Awaitable[None]]
     ) -> None:
         try:
-            reply = await control.request("monitor")
-            if not reply.ok:
-                raise BabeldError(f"babeld refused monitor: {reply.status} {reply.message}")
+            await control.require("monitor")
             self.greeting = control.greeting
             await follow(control)
         except BabeldError as error:
