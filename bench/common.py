@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
+import selectors
+import socket
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -107,3 +111,49 @@ def rss_mb(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return 0.0
+
+
+def cpu_percent(pids: list[int], window: float) -> list[float]:
+    """Each process's CPU use over the same window, in % of one core."""
+    before = {pid: counters(pid)[1] for pid in pids}
+    started = time.monotonic()
+    time.sleep(window)
+    took = time.monotonic() - started
+    return [100 * (counters(pid)[1] - before[pid]) / took for pid in pids]
+
+
+class Subscribers:
+    """Connections to Unix sockets that each sent one request (`watch` to babblerd,
+    `monitor` to babeld) and are drained by one thread, so that none falls behind; counts
+    the bytes and lines that came."""
+
+    def __init__(self, paths: Sequence[Path], request: bytes) -> None:
+        self._selector = selectors.DefaultSelector()
+        self._socks: list[socket.socket] = []
+        for path in paths:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.connect(str(path))
+            sock.sendall(request)
+            sock.setblocking(False)
+            self._selector.register(sock, selectors.EVENT_READ)
+            self._socks.append(sock)
+        self.received = 0  # bytes
+        self.lines = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._drain, daemon=True)
+        self._thread.start()
+
+    def _drain(self) -> None:
+        while not self._stop.is_set():
+            for key, _ in self._selector.select(0.1):
+                with contextlib.suppress(BlockingIOError):
+                    data = key.fileobj.recv(1 << 20)  # type: ignore[union-attr]
+                    self.received += len(data)
+                    self.lines += data.count(b"\n")
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        for sock in self._socks:
+            sock.close()
+        self._selector.close()

@@ -8,10 +8,12 @@ import os
 import random
 import signal
 import subprocess
-import threading
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from babbler.addressing import interface_address, node_range
 from babbler.config import DEFAULT_HELLO_INTERVAL
@@ -20,6 +22,7 @@ from babbler.lab import Lab, Node, link_name
 MODES = ("babbler", "babeld-defaults", "babeld-same-hello")
 # Extra babblerd flags per babbler mode; "babbler" is babblerd with its defaults.
 BABBLER_MODES = {"babbler": [], "babbler-hello-0.25": ["--hello-interval", "0.25"]}
+T = TypeVar("T")
 
 
 @dataclass
@@ -135,33 +138,30 @@ class Mesh:
         self._babelds.clear()
 
 
+def from_each(nodes: list[Node], work: Callable[[Node], T]) -> list[T]:
+    """`work` for every node at once, one thread each (each mostly waits on a process)."""
+    with ThreadPoolExecutor(max_workers=max(1, len(nodes))) as pool:
+        return list(pool.map(work, nodes))
+
+
 def unreachable(lab: Lab, mesh: Mesh, nodes: list[Node]) -> int:
     """How many (source, destination) pairs among `nodes` do not answer one ping (0.2 s)."""
     targets = {n.index: mesh.address(n) for n in nodes}
     if any(a is None for a in targets.values()):
         return len(nodes) * (len(nodes) - 1)
-    failures = [0]
-    lock = threading.Lock()
 
-    def from_node(source: Node) -> None:
+    def failures(source: Node) -> int:
         script = " ".join(
             f"ping -6 -c1 -W0.2 {a} >/dev/null 2>&1 || echo x;"
             for i, a in targets.items()
             if i != source.index
         )
-        out = subprocess.run(
+        return subprocess.run(
             ["ip", "netns", "exec", source.netns, "sh", "-c", script],
             capture_output=True, text=True, check=False,
-        ).stdout  # fmt: skip
-        with lock:
-            failures[0] += out.count("x")
+        ).stdout.count("x")  # fmt: skip
 
-    threads = [threading.Thread(target=from_node, args=(n,)) for n in nodes]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return failures[0]
+    return sum(from_each(nodes, failures))
 
 
 def routes_ready(mesh: Mesh, nodes: list[Node]) -> bool:
@@ -171,23 +171,16 @@ def routes_ready(mesh: Mesh, nodes: list[Node]) -> bool:
     targets = {n.index: mesh.address(n) for n in nodes}
     if any(a is None for a in targets.values()):
         return False
-    complete = [True]
 
-    def check(node: Node) -> None:
+    def complete(node: Node) -> bool:
         shown = subprocess.run(
             ["ip", "-n", node.netns, "-6", "route", "show", "proto", "babel"],
             capture_output=True, text=True, check=False,
         ).stdout  # fmt: skip
         routed = {line.split()[0] for line in shown.splitlines() if " via " in line}
-        if not {a for i, a in targets.items() if i != node.index} <= routed:
-            complete[0] = False
+        return {a for i, a in targets.items() if i != node.index} <= routed
 
-    threads = [threading.Thread(target=check, args=(n,)) for n in nodes]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return complete[0]
+    return all(from_each(nodes, complete))
 
 
 def wait_reachable(lab: Lab, mesh: Mesh, nodes: list[Node], since: float, limit: float) -> float:

@@ -13,11 +13,8 @@ every node (one thread draining them all, counting lines).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
-import selectors
-import socket
-import threading
+import statistics
 import time
 from pathlib import Path
 from typing import Any
@@ -33,41 +30,7 @@ SETTLE = 3.0  # seconds after full reachability before measuring
 
 def cpu_per_node(pids: list[int], window: float) -> float:
     """babeld's mean CPU % per node over `window` seconds."""
-    before = [common.counters(pid)[1] for pid in pids]
-    time.sleep(window)
-    after = [common.counters(pid)[1] for pid in pids]
-    return 100 * sum(b - a for a, b in zip(before, after, strict=True)) / window / len(pids)
-
-
-class Monitors:
-    """A `monitor` connection to every node's babeld, drained by one thread."""
-
-    def __init__(self, paths: list[Path]) -> None:
-        self.lines = 0
-        self._stop = threading.Event()
-        self._selector = selectors.DefaultSelector()
-        for path in paths:
-            connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            connection.connect(str(path))
-            connection.sendall(b"monitor\n")
-            connection.setblocking(False)
-            self._selector.register(connection, selectors.EVENT_READ)
-        self._thread = threading.Thread(target=self._drain, daemon=True)
-        self._thread.start()
-
-    def _drain(self) -> None:
-        while not self._stop.is_set():
-            for key, _ in self._selector.select(0.1):
-                connection: socket.socket = key.fileobj  # type: ignore[assignment]
-                with contextlib.suppress(BlockingIOError):
-                    self.lines += connection.recv(1 << 20).count(b"\n")
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join()
-        for key in list(self._selector.get_map().values()):
-            key.fileobj.close()  # type: ignore[union-attr]
-        self._selector.close()
+    return statistics.fmean(common.cpu_percent(pids, window))
 
 
 def measure(size: int, window: float, hello: float) -> dict[str, Any]:
@@ -82,7 +45,7 @@ def measure(size: int, window: float, hello: float) -> dict[str, Any]:
         time.sleep(SETTLE)
         pids = list(mesh.babeld_pids().values())
         alone = cpu_per_node(pids, window)
-        monitors = Monitors([mesh.control_socket(node) for node in lab.nodes])
+        monitors = common.Subscribers([mesh.control_socket(n) for n in lab.nodes], b"monitor\n")
         try:
             time.sleep(1.0)  # past the first dump
             first = monitors.lines

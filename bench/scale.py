@@ -17,18 +17,14 @@ Results are written after every size, so a long run that fails later keeps what 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
-import selectors
-import socket
 import statistics
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import common
-from common import counters, rss_mb
+from common import rss_mb
 from meshes import Mesh, wait_reachable
 
 from babbler.client import ask
@@ -40,47 +36,6 @@ SETTLE = 2.0  # seconds after full reachability (or after clients join) before m
 WATCHERS = 10  # `watch` clients per node in the second window
 
 
-def cpu_percent(pids: list[int], window: float) -> list[float]:
-    """Each process's CPU use over the same window, in % of one core."""
-    before = {pid: counters(pid)[1] for pid in pids}
-    started = time.monotonic()
-    time.sleep(window)
-    took = time.monotonic() - started
-    return [100 * (counters(pid)[1] - before[pid]) / took for pid in pids]
-
-
-class Watchers:
-    """`watch` clients on every node, drained by one thread so that none falls behind."""
-
-    def __init__(self, nodes: list[Node], per_node: int) -> None:
-        self._selector = selectors.DefaultSelector()
-        self._socks: list[socket.socket] = []
-        for node in nodes:
-            for _ in range(per_node):
-                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-                sock.connect(str(node.socket))
-                sock.sendall(b"watch\n")
-                sock.setblocking(False)
-                self._selector.register(sock, selectors.EVENT_READ)
-                self._socks.append(sock)
-        self.received = 0  # bytes
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._drain, daemon=True)
-        self._thread.start()
-
-    def _drain(self) -> None:
-        while not self._stop.is_set():
-            for key, _ in self._selector.select(0.2):
-                with contextlib.suppress(BlockingIOError):
-                    self.received += len(key.fileobj.recv(1 << 16))  # type: ignore[union-attr]
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join()
-        for sock in self._socks:
-            sock.close()
-
-
 def measure(
     daemons: list[int], babelds: list[int], nodes: list[Node], window: float
 ) -> dict[str, Any]:
@@ -88,7 +43,7 @@ def measure(
     node) from `stats` before and after."""
     before = [ask(n.socket, "stats") for n in nodes] if daemons else []
     started = time.monotonic()
-    cpu = cpu_percent(daemons + babelds, window)
+    cpu = common.cpu_percent(daemons + babelds, window)
     took = time.monotonic() - started
     result: dict[str, Any] = {"babeld_cpu_percent": statistics.fmean(cpu[len(daemons) :])}
     if daemons:
@@ -113,7 +68,7 @@ def run(
     args = ["--mode", "always", "--hello-interval", f"{hello:g}"]
     lab = Lab.create(f"bs{os.getpid() % 1000}{size}", size, topology, args)
     mesh = Mesh(lab, mode, hello=hello)
-    watchers: Watchers | None = None
+    watchers: common.Subscribers | None = None
     try:
         started = time.monotonic()
         mesh.start_all()
@@ -136,7 +91,8 @@ def run(
         babelds = [lab.status(n)["babeld"]["pid"] for n in lab.nodes]
         daemons = [n.pid or 0 for n in lab.nodes]
         result["idle"] = measure(daemons, babelds, lab.nodes, window)
-        watchers = Watchers(lab.nodes, WATCHERS)
+        sockets = [node.socket for node in lab.nodes for _ in range(WATCHERS)]
+        watchers = common.Subscribers(sockets, b"watch\n")
         time.sleep(SETTLE)
         result["watched"] = measure(daemons, babelds, lab.nodes, window)
         result["babeld_rss_mb"] = statistics.fmean(rss_mb(p) for p in babelds)
