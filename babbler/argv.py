@@ -13,9 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from babbler.config import SETTINGS
+from babbler.config import BY_KEY
 
-BY_FLAG = {f"--{setting.key}": setting for setting in SETTINGS}
 CONFIG_FLAG = "--config"
 
 
@@ -30,7 +29,7 @@ def parse(argv: Sequence[str]) -> tuple[Path | None, Flags] | None:
     tokens = iter(argv)
     for token in tokens:
         name, has_value, inline = token.partition("=")
-        setting = BY_FLAG.get(name)
+        setting = BY_KEY.get(name[2:]) if name.startswith("--") else None
         if name != CONFIG_FLAG and setting is None:
             return None  # help, version, "--", an operand, a typo: click's to answer
         if setting is not None and setting.switch:

@@ -60,9 +60,13 @@ def main(config: Path | None, **given: Any) -> None:
     Serves the node's state, babeld's table and live changes on <run-dir>/babblerd.sock
     (read it with babblerctl).
     """
-    flags = {
+    start(config, flags_given(given))
+
+
+def flags_given(params: dict[str, Any]) -> dict[str, Any]:
+    """click's parameters as the flags cli.start takes: setting keys, only those given."""
+    return {
         key.replace("_", "-"): value
-        for key, value in given.items()
+        for key, value in params.items()
         if value is not None and value != ()
     }
-    start(config, flags)

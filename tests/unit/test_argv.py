@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from babbler import argv
-from babbler.cli_command import main
+from babbler.cli_command import flags_given, main
 from babbler.config import SETTINGS
 
 FLAGS = [f"--{s.key}" for s in SETTINGS] + ["--config"]
@@ -30,8 +30,7 @@ def by_click(tokens: list[str]) -> tuple[Path | None, dict[str, Any]] | None:
         return None
     params = dict(context.params)
     config = params.pop("config")
-    flags = {k.replace("_", "-"): v for k, v in params.items() if v is not None and v != ()}
-    return config, flags
+    return config, flags_given(params)
 
 
 @st.composite
