@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from babbler import __version__
+from tests.guard import no_real_links
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMANDS = ("babblerd", "babblerctl", "babbler-lab")
@@ -48,8 +49,7 @@ def run(installed: Path, command: str, *args: str, **env: str) -> subprocess.Com
         guard = installed.parent / "guard"  # its files here, its network a fresh namespace
         args = (*args, "--run-dir", f"{guard}/run", "--state-dir", f"{guard}/state")
         args = (*args, "--mode", "on-demand", "--interface", "babbler-test-none")
-        if os.geteuid() == 0:
-            program = ["unshare", "--net", *program]
+        program = no_real_links(program)
     return subprocess.run(
         [*program, *args],
         capture_output=True,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 import sys
@@ -13,15 +12,14 @@ import pytest
 
 from babbler import sdnotify
 from babbler.ctl import render_status
+from tests.guard import no_real_links
 from tests.unit.samples import STATUS, typed
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
     program = [sys.executable, "-m", *args]
-    if args[0] == "babbler.cli" and os.geteuid() == 0:
-        # These runs must end before the daemon starts; should one start after all, it sees
-        # a fresh network namespace, never this machine's links.
-        program = ["unshare", "--net", *program]
+    if args[0] == "babbler.cli":
+        program = no_real_links(program)
     return subprocess.run(program, capture_output=True, text=True, timeout=60, check=False)
 
 
