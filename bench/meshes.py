@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from babbler.addressing import interface_address, node_range
-from babbler.config import DEFAULT_HELLO_INTERVAL
+from babbler.core.addressing import interface_address, node_range
+from babbler.core.config import DEFAULT_HELLO_INTERVAL
 from babbler.lab import Lab, Node, link_name
 
 MODES = ("babbler", "babeld-defaults", "babeld-same-hello")

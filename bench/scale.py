@@ -28,7 +28,7 @@ from common import rss_mb
 from meshes import Mesh, wait_reachable
 
 from babbler.client import ask
-from babbler.config import DEFAULT_HELLO_INTERVAL
+from babbler.core.config import DEFAULT_HELLO_INTERVAL
 from babbler.lab import Lab, Node
 
 REFERENCE = "babeld-same-hello"

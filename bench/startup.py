@@ -3,7 +3,7 @@
 On a 2-node lab line (links up and settled), each run, node 1 only:
   python    `ip netns exec N python -c pass`, exec to exit: Python's own start (with this
             interpreter's site, so an editable install's finder counts on both sides)
-  babblerd  `ip netns exec N python -m babbler.cli ...`, exec to babeld's exec, which a
+  babblerd  `ip netns exec N python -m babbler.daemon.cli ...`, exec to babeld's exec, which a
             wrapper script records (`date +%s.%N`, about 1 ms of its own) before exec'ing
             babeld; babblerd is then stopped with SIGTERM (a clean stop: the next run may
             start babeld early again)
@@ -56,7 +56,7 @@ def babblerd_start(netns: str, python: str, base: Path) -> float:
     wrapper.write_text(f'#!/bin/sh\ndate +%s.%N > {stamp}\nexec {babeld} "$@"\n')
     wrapper.chmod(0o755)
     args = [
-        *("ip", "netns", "exec", netns, python, "-m", "babbler.cli"),
+        *("ip", "netns", "exec", netns, python, "-m", "babbler.daemon.cli"),
         *("--run-dir", str(base / "run"), "--state-dir", str(base / "state")),
         *("--interface", "v*", "--babeld", str(wrapper), "--log-format", "json"),
     ]

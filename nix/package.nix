@@ -38,8 +38,8 @@ python3Packages.buildPythonApplication {
   # babbler's own CI (scripts/test), not in the sandboxed nix build.
   doCheck = false;
   pythonImportsCheck = [
-    "babbler.cli"
-    "babbler.ctl"
+    "babbler.daemon.cli"
+    "babbler.ctl.main"
   ];
 
   meta = {

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import click
 
-from babbler.bench import report, runner
+from babbler.bench import report, runner, wire
 from babbler.bench.report import NodeResult
 from babbler.bench.wire import SWEEP
 from babbler.client import Node, Status
-from babbler.errors import BabblerError
+from babbler.core.errors import BabblerError
 
 BAR = 30
 
@@ -103,7 +103,7 @@ def run_bench(
             out = []
             for i, rate in enumerate(rates):
                 entry: dict[str, object] = {"from": names[i], "to": names[(i + 1) % len(names)]}
-                if isinstance(rate, runner.Rate):
+                if isinstance(rate, wire.Rate):
                     entry |= {"bytes": rate.nbytes, "seconds": rate.seconds, "gbit_s": rate.gbit_s}
                 else:
                     entry["error"] = rate
@@ -111,7 +111,7 @@ def run_bench(
             click.echo(json.dumps({"from": me, "ring": out}, indent=2))
         else:
             click.echo("\n".join(report.ring(names, rates, duration)))
-        if any(not isinstance(rate, runner.Rate) for rate in rates):
+        if any(not isinstance(rate, wire.Rate) for rate in rates):
             sys.exit(1)
         return
     targets = [find(status, node)] if node is not None else reachable

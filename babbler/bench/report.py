@@ -8,8 +8,7 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import Any
 
-from babbler.bench.runner import Rate
-from babbler.bench.wire import percentile
+from babbler.bench.wire import Rate, percentile
 
 
 @dataclass

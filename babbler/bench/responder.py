@@ -19,9 +19,9 @@ import threading
 import time
 from ipaddress import IPv6Address
 
-from babbler.addressing import MESH_PREFIX
 from babbler.bench import runner, wire
 from babbler.bench.datapath import read_line, receive_exactly, receive_stream, send_stream
+from babbler.core.addressing import MESH_PREFIX
 
 PENDING = 8  # connections between accept and their request, at once
 BIND_RETRY = 1.0  # seconds: the node address appears when the mesh runs

@@ -10,11 +10,11 @@ import statistics
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 from babbler.bench import wire
 from babbler.bench.datapath import read_line, receive_exactly, receive_stream, send_stream
-from babbler.errors import BabblerError
+from babbler.bench.wire import Rate
+from babbler.core.errors import BabblerError
 
 CONNECT_TIMEOUT = 10.0
 BUSY_WAIT = 2.0  # seconds a busy responder is asked again (it ends a session after answering)
@@ -28,20 +28,6 @@ Progress = Callable[[float], None]  # told the fraction of the current step done
 
 class BenchError(BabblerError):
     """A bench could not be run or was refused; the message says why, in one line."""
-
-
-@dataclass(frozen=True)
-class Rate:
-    nbytes: int
-    seconds: float
-
-    @property
-    def gbit_s(self) -> float:
-        return self.nbytes * 8 / self.seconds / 1e9 if self.seconds > 0 else 0.0
-
-    @property
-    def gbyte_s(self) -> float:
-        return self.nbytes / self.seconds / 1e9 if self.seconds > 0 else 0.0
 
 
 def session(address: str, port: int, request: wire.Request) -> socket.socket:

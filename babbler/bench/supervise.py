@@ -10,9 +10,9 @@ import sys
 import structlog
 import trio
 
-from babbler.babeld.launch import nobody_can_run, spawn
-from babbler.babeld.process import BabeldProcess
-from babbler.errors import EnvironmentProblem
+from babbler.core.errors import EnvironmentProblem
+from babbler.daemon.babeld.launch import nobody_can_run, spawn
+from babbler.daemon.babeld.process import BabeldProcess
 
 log = structlog.get_logger("babbler.bench")
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from ipaddress import IPv6Address
 from typing import Any
 
-from babbler.addressing import MESH_PREFIX
+from babbler.core.addressing import MESH_PREFIX
 
 DEFAULT_PORT = 6699
 MAX_SESSION = 60.0  # seconds: a session is ended after this, whatever it asked
@@ -123,3 +123,17 @@ def percentile(values: Sequence[float], p: float) -> float:
     ordered = sorted(values)
     rank = max(1, min(len(ordered), math.ceil(p / 100 * len(ordered))))
     return ordered[rank - 1]
+
+
+@dataclass(frozen=True)
+class Rate:
+    nbytes: int
+    seconds: float
+
+    @property
+    def gbit_s(self) -> float:
+        return self.nbytes * 8 / self.seconds / 1e9 if self.seconds > 0 else 0.0
+
+    @property
+    def gbyte_s(self) -> float:
+        return self.nbytes / self.seconds / 1e9 if self.seconds > 0 else 0.0

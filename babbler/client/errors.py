@@ -11,7 +11,7 @@ ClientError          anything the client could not do
 
 from __future__ import annotations
 
-from babbler.errors import BabblerError
+from babbler.core.errors import BabblerError
 
 
 class ClientError(BabblerError):

@@ -21,7 +21,7 @@ from babbler.client.model import (
     parse_status,
 )
 from babbler.client.tracker import NodeTracker
-from babbler.platform import DEFAULT_RUN_DIR, SOCKET_NAME
+from babbler.core.platform import DEFAULT_RUN_DIR, SOCKET_NAME
 
 # What a reconnecting watch outlives: the daemon gone, restarting, full, or cutting us off.
 RETRIED = (NotRunning, Disconnected, Refused)

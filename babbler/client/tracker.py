@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import cast
 
 from babbler.client.model import Event, Node, NodeAction, NodeEvent, Snapshot, parse_node
-from babbler.nodediff import node_changes
+from babbler.core.nodediff import node_changes
 
 
 class NodeTracker:

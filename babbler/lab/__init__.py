@@ -114,7 +114,7 @@ class Lab:
         """Stop every daemon we started, any babeld they left, delete namespaces and files."""
         for node in self.nodes:
             if node.pid is not None:
-                end(node.pid, "babbler.cli")
+                end(node.pid, "babbler.daemon.cli")
                 self.daemons.reap(node.pid)
             try:
                 babeld = int((node.run_dir / "private" / "babeld.pid").read_text())
@@ -136,7 +136,16 @@ class Lab:
         """Start babblerd in the node's namespace without waiting for it (see `start`)."""
         node.run_dir.mkdir(parents=True, exist_ok=True)
         args = [
-            *("ip", "netns", "exec", node.netns, *prefix, sys.executable, "-m", "babbler.cli"),
+            *(
+                "ip",
+                "netns",
+                "exec",
+                node.netns,
+                *prefix,
+                sys.executable,
+                "-m",
+                "babbler.daemon.cli",
+            ),
             *("--run-dir", str(node.run_dir), "--state-dir", str(node.state_dir)),
             *("--interface", LINK_GLOB, "--log-format", "json"),
             *("--name", node.name),  # the namespaces share one host name

@@ -8,11 +8,11 @@ from collections.abc import Sequence
 from ipaddress import IPv6Network
 from typing import Any
 
-from babbler.addressing import node_range
 from babbler.client import ask
+from babbler.core.addressing import node_range
+from babbler.core.table import INFINITY, is_usable
 from babbler.lab.node import Node
 from babbler.lab.topology import LabError
-from babbler.state import INFINITY, is_usable
 
 POLL = 0.05
 

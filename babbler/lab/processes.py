@@ -14,8 +14,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from babbler.babeld.process import process_name
 from babbler.client import Disconnected, NotRunning, ask
+from babbler.daemon.babeld.process import process_name
 from babbler.lab.topology import LabError
 
 STOP_TIMEOUT = 5.0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from babbler.errors import BabblerError
+from babbler.core.errors import BabblerError
 
 TOPOLOGIES = ("line", "ring", "star", "grid")
 

@@ -17,17 +17,18 @@ from typing import Any
 
 import trio
 
-from babbler import paths, routerids
-from babbler.addressing import node_range
-from babbler.babeld.launch import Launch, interface_options, spawn, write_private
-from babbler.babeld.process import process_name
-from babbler.cli import load_config
-from babbler.config import Config
-from babbler.daemon import Daemon
-from babbler.early import Early
-from babbler.lines import TOO_LONG, LineReader
-from babbler.links.model import Link
-from babbler.nodeid import NodeId
+from babbler.core.addressing import node_range
+from babbler.core.config import Config
+from babbler.core.lines import TOO_LONG
+from babbler.core.links import Link
+from babbler.daemon import paths, routerids
+from babbler.daemon.babeld.launch import Launch, interface_options, spawn, write_private
+from babbler.daemon.babeld.process import process_name
+from babbler.daemon.cli import load_config
+from babbler.daemon.early import Early
+from babbler.daemon.lifecycle import Daemon
+from babbler.daemon.linereader import LineReader
+from babbler.daemon.nodeid import NodeId
 from tests.fakes.kernel import FakeKernel
 
 FAKE = Path(__file__).parent.parent / "fakes" / "fake_babeld.py"

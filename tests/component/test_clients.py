@@ -10,8 +10,8 @@ import socket
 import pytest
 import trio
 
-from babbler import fanout, server
-from babbler.requests import REQUESTS
+from babbler.daemon import fanout, server
+from babbler.daemon.requests import REQUESTS
 from tests.component.harness import connect, eventually, running, veth
 from tests.fakes.kernel import FakeKernel
 

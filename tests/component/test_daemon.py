@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 import trio
 
-from babbler import fanout, mesh
-from babbler.addressing import interface_address
-from babbler.babeld import control, process, session
-from babbler.config import DEFAULT_HELLO_INTERVAL
+from babbler.core.addressing import interface_address
+from babbler.core.config import DEFAULT_HELLO_INTERVAL
+from babbler.daemon import fanout, mesh
+from babbler.daemon.babeld import control, process, session
 from tests.component.harness import NODE, alive, connect, eventually, running, veth
 from tests.fakes.kernel import FakeKernel
 
@@ -206,7 +206,7 @@ async def test_slow_client_is_cut_off_and_others_keep_receiving(
 ) -> None:
     monkeypatch.setattr(fanout, "QUEUE_BYTES", 256 * 1024)  # ~16 bursts of this chatter
     kernel = FakeKernel(veth("v1x2", 2))
-    async with running(kernel, "normal", "0.005,200", True, mode="always") as (d, _):
+    async with running(kernel, "normal", "0.01,100", True, mode="always") as (d, _):
         await eventually(lambda: d.mesh.state == "running")
         slow = await connect(d.config.socket_path)
         good = await connect(d.config.socket_path)
@@ -217,7 +217,7 @@ async def test_slow_client_is_cut_off_and_others_keep_receiving(
         async def keep_reading() -> None:
             nonlocal received
             while (line := await good.readline()) is not None:
-                assert line.startswith("change ")
+                assert line.startswith("change "), line
                 received += 1
 
         async with trio.open_nursery() as nursery:

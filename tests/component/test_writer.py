@@ -6,7 +6,7 @@ import socket
 
 import trio
 
-from babbler import fanout, server
+from babbler.daemon import fanout, server
 
 
 async def test_cut_short_writer_keeps_the_rest_of_the_line() -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from babbler.links.model import AddressChange, Link
-from babbler.sync import Signal
+from babbler.core.links import AddressChange, Link
+from babbler.daemon.wakeup import Signal
 
 
 class FakeKernel:

@@ -9,8 +9,8 @@ import time
 from collections.abc import Callable
 from ipaddress import IPv6Address
 
-from babbler.addressing import MESH_PREFIX
 from babbler.client import Connection
+from babbler.core.addressing import MESH_PREFIX
 from babbler.lab import Lab, Node
 from tests.needs import tool
 

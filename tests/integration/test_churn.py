@@ -13,8 +13,8 @@ from ipaddress import IPv6Address
 
 import pytest
 
-from babbler.addressing import MESH_PREFIX
 from babbler.client import Connection
+from babbler.core.addressing import MESH_PREFIX
 from babbler.lab import Lab, Node
 from tests.integration.helpers import WAIT, LabFactory, batch, stats, until
 from tests.integration.watcher import Follower

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from babbler.addressing import node_range
+from babbler.core.addressing import node_range
 from babbler.lab import Lab, Node
 from babbler.lab.processes import alive as _alive
 from tests.integration.helpers import WAIT, LabFactory, mesh_addresses, until

@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 
 from babbler.client import Connection
-from babbler.errors import BabblerError
+from babbler.core.errors import BabblerError
+from babbler.daemon.server import MAX_CLIENTS
 from babbler.lab import Lab, Node
-from babbler.server import MAX_CLIENTS
 from tests.integration.helpers import WAIT, LabFactory, batch, stats, until
 from tests.integration.watcher import Follower
 from tests.needs import tool

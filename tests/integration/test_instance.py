@@ -32,7 +32,7 @@ def test_a_second_daemon_exits_with_one_line_and_touches_nothing(
         state = n1.state_dir if run_dir == "same" else n1.run_dir.parent / "second-state"
         second = lab.exec(
             n1,
-            *(sys.executable, "-m", "babbler.cli", "--interface", "v*", "--mode", "always"),
+            *(sys.executable, "-m", "babbler.daemon.cli", "--interface", "v*", "--mode", "always"),
             *("--run-dir", str(base), "--state-dir", str(state)),
         )
         assert second.returncode == 1

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from babbler.ctl.keygen import write_new_key
 from babbler.lab import Lab
-from babbler.meshkey import write_new_key
 from tests.integration.helpers import WAIT, LabFactory, until
 
 pytestmark = pytest.mark.integration
@@ -73,7 +73,7 @@ def test_bad_key_files_exit_2_with_one_line_and_touch_nothing(
     lab = make_lab(1, "line", False)  # the daemon runs in a namespace of its own, always
 
     def run_daemon(*args: str) -> subprocess.CompletedProcess[str]:
-        return lab.exec(lab.nodes[0], sys.executable, "-m", "babbler.cli", *args)
+        return lab.exec(lab.nodes[0], sys.executable, "-m", "babbler.daemon.cli", *args)
 
     good = tmp_path / "good.key"
     write_new_key(good)

@@ -15,9 +15,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from babbler.babeld.process import process_name
 from babbler.bench.wire import DEFAULT_PORT, percentile
 from babbler.client import Client
+from babbler.daemon.babeld.process import process_name
 from babbler.lab import Lab, Node
 from tests.integration.helpers import WAIT, LabFactory, until
 from tests.needs import tool

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from babbler.addressing import node_range
 from babbler.client import Connection
+from babbler.core.addressing import node_range
+from babbler.core.table import is_usable
 from babbler.lab.processes import alive as _alive
-from babbler.state import is_usable
 from tests.integration.helpers import WAIT, LabFactory, mesh_addresses, until
 from tests.schemas import check_status, check_watch
 

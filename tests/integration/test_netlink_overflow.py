@@ -16,7 +16,7 @@ PAIRS = 150
 
 PROBE = f"""
 import json, socket, subprocess, trio
-from babbler.links.linux import LinuxKernel
+from babbler.daemon.links.linux import LinuxKernel
 
 async def main():
     kernel = LinuxKernel(events_buffer=1)  # the kernel rounds it up to its minimum

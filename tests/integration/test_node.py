@@ -39,7 +39,7 @@ def test_the_node_address_stays_reachable_when_one_of_its_links_goes(
     lab.wait_reachable(WAIT)
     n1, n3 = lab.nodes[0], lab.nodes[2]
     node_address = lab.status(n1)["node_address"]
-    shown = lab.exec(n1, sys.executable, "-m", "babbler.ctl", "--socket", str(n1.socket), "ip")
+    shown = lab.exec(n1, sys.executable, "-m", "babbler.ctl.main", "--socket", str(n1.socket), "ip")
     assert shown.stdout.strip() == node_address, shown.stderr
     assert lab.ping(n3, node_address)
     link_address = next(a for a in lab.status(n1)["addresses"] if a["interface"] == "v1x2")

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from babbler.client import Connection
-from babbler.config import DEFAULT_INFO_PORT
-from babbler.infoserver import MAX_CONNECTIONS
+from babbler.core.config import DEFAULT_INFO_PORT
+from babbler.daemon.nodes.server import MAX_CONNECTIONS
 from babbler.lab import Lab, Node
 from tests.integration.helpers import WAIT, LabFactory, stats, until
 from tests.schemas import check_node_info, check_status, check_watch
@@ -119,7 +119,7 @@ def test_status_lists_the_other_nodes_by_name_and_follows_a_pulled_link(
     assert by_name["n2"]["metric"] < by_name["n3"]["metric"]  # one hop, then two
     assert by_name["n3"]["interface"] == "v1x2" and by_name["n3"]["info"] == {}
     shown = subprocess.run(
-        [sys.executable, "-m", "babbler.ctl", "--socket", str(n1.socket), "nodes"],
+        [sys.executable, "-m", "babbler.ctl.main", "--socket", str(n1.socket), "nodes"],
         capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
     rows = [line.split() for line in shown.splitlines()[2:]]
@@ -140,7 +140,7 @@ def test_status_lists_the_other_nodes_by_name_and_follows_a_pulled_link(
 
 def path_of(node: Node, target: str) -> list[str]:
     shown = subprocess.run(
-        [sys.executable, "-m", "babbler.ctl", "--socket", str(node.socket), "path", target],
+        [sys.executable, "-m", "babbler.ctl.main", "--socket", str(node.socket), "path", target],
         capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
     return [line.split()[0] for line in shown.splitlines()[1:]] + [shown.split()[-1]]
@@ -184,7 +184,7 @@ def test_a_five_node_line_by_hops_path_and_picture_and_a_cut_in_the_middle(
     assert path_of(n1, "n5") == ["n1", "n2", "n3", "n4", "n5"]
 
     svg = tmp_path / "mesh.svg"
-    ctl = [sys.executable, "-m", "babbler.ctl", "--socket", str(n1.socket)]
+    ctl = [sys.executable, "-m", "babbler.ctl.main", "--socket", str(n1.socket)]
     subprocess.run([*ctl, "graph", "--svg", str(svg)], check=True, capture_output=True)
     picture = svg.read_text()
     assert picture.startswith("<?xml") and "</svg>" in picture

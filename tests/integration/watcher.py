@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from babbler.client import Connection
-from babbler.errors import BabblerError
+from babbler.core.errors import BabblerError
 
 
 class Follower:

@@ -9,8 +9,8 @@ from typing import Any
 
 import click
 
-from babbler.cli import load_config as build
-from babbler.cli_command import main
+from babbler.daemon.cli import load_config as build
+from babbler.daemon.cli_command import main
 
 ROOT = Path(__file__).resolve().parents[2]
 PLIST = ROOT / "launchd" / "org.babbler.babblerd.plist"

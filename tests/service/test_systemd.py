@@ -10,7 +10,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from babbler.cli_command import main
+from babbler.daemon.cli_command import main
 from tests.needs import tool
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,7 +1,7 @@
 """babeld 1.12.1 control lines as recorded (BABELD.md), for the parser's tests."""
 
-from babbler.babeld.protocol import TableLine, parse_line
-from babbler.state import MeshTable
+from babbler.core.babeld_lines import TableLine, parse_line
+from babbler.core.table import MeshTable
 
 RECORDED = [
     "add interface v1x2 up true ipv6 fe80::a442:d9ff:feb1:c043",

@@ -7,9 +7,9 @@ from dataclasses import replace
 from ipaddress import IPv6Address
 from typing import Any
 
-from babbler import views
 from babbler.client import Status, parse_status
-from babbler.links.model import Link, Selector
+from babbler.core import views
+from babbler.core.links import Link, Selector
 from tests.unit.recorded import RECORDED, table_of
 
 NODE = 0x1A2B3C4D5E6F

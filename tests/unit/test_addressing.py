@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from babbler.addressing import (
+from babbler.core.addressing import (
     MESH_PREFIX,
     format_node_id,
     index_in_range,

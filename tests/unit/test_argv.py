@@ -10,9 +10,9 @@ import click
 from hypothesis import given
 from hypothesis import strategies as st
 
-from babbler import argv
-from babbler.cli_command import flags_given, main
-from babbler.config import SETTINGS
+from babbler.core.config import SETTINGS
+from babbler.daemon import argv
+from babbler.daemon.cli_command import flags_given, main
 
 FLAGS = [f"--{s.key}" for s in SETTINGS] + ["--config"]
 WORDS = st.sampled_from(

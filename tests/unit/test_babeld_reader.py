@@ -9,9 +9,9 @@ from typing import Any
 
 import trio
 
-from babbler.babeld.control import LineCounts
-from babbler.babeld.reader import ThreadedReader
-from babbler.lines import LineSplitter
+from babbler.core.lines import LineSplitter
+from babbler.daemon.babeld.control import LineCounts
+from babbler.daemon.babeld.reader import ThreadedReader
 
 ROUTE = b"change route r1 prefix fde0::1/128 metric 96"
 

@@ -9,7 +9,7 @@ import pytest
 
 from babbler.bench import report, wire
 from babbler.bench.report import NodeResult
-from babbler.bench.runner import Rate
+from babbler.bench.wire import Rate
 
 
 def test_a_request_round_trips_through_its_line() -> None:

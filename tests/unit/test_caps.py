@@ -1,4 +1,4 @@
-from babbler.caps import effective_caps, missing_caps
+from babbler.daemon.caps import effective_caps, missing_caps
 
 STATUS = """Name:\tbabblerd
 Uid:\t999\t999\t999\t999

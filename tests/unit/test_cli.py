@@ -10,15 +10,15 @@ from typing import Any
 
 import pytest
 
-from babbler import sdnotify
-from babbler.ctl import render_status
+from babbler.ctl.main import render_status
+from babbler.daemon import sdnotify
 from tests.guard import no_real_links
 from tests.unit.samples import STATUS, typed
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
     program = [sys.executable, "-m", *args]
-    if args[0] == "babbler.cli":
+    if args[0] == "babbler.daemon.cli":
         program = no_real_links(program)
     return subprocess.run(program, capture_output=True, text=True, timeout=60, check=False)
 
@@ -37,7 +37,7 @@ def test_bad_flags_exit_2_naming_the_problem_and_touch_nothing(
 ) -> None:
     run_dir = tmp_path / "run"
     result = run(
-        "babbler.cli",
+        "babbler.daemon.cli",
         "--run-dir",
         str(run_dir),
         "--state-dir",
@@ -54,13 +54,13 @@ def test_bad_flags_exit_2_naming_the_problem_and_touch_nothing(
 def test_bad_config_file_exits_2(tmp_path: Path) -> None:
     config = tmp_path / "b.toml"
     config.write_text('mode = "sometimes"\n')
-    result = run("babbler.cli", "--config", str(config))
+    result = run("babbler.daemon.cli", "--config", str(config))
     assert result.returncode == 2
     assert f"config {config}: mode: expected one of on-demand, always" in result.stderr
 
 
 def test_help_explains_every_flag() -> None:
-    text = run("babbler.cli", "--help").stdout
+    text = run("babbler.daemon.cli", "--help").stdout
     for flag in (
         "--config",
         "--run-dir",
@@ -82,7 +82,7 @@ def test_help_explains_every_flag() -> None:
 def test_babblerctl_without_a_daemon_says_which_socket_and_fails(tmp_path: Path) -> None:
     path = tmp_path / "babblerd.sock"
     for command in ("status", "dump", "watch", "monitor"):
-        result = run("babbler.ctl", command, "--socket", str(path))
+        result = run("babbler.ctl.main", command, "--socket", str(path))
         assert result.returncode == 1
         assert result.stderr.strip() == f"babblerctl: babblerd is not running (no socket at {path})"
 
@@ -145,9 +145,9 @@ def test_sd_notify_sends_one_datagram(tmp_path: Path, monkeypatch: pytest.Monkey
 def test_every_option_of_every_command_explains_itself() -> None:
     import click
 
-    from babbler.cli_command import main as babblerd
-    from babbler.ctl import main as babblerctl
-    from babbler.lab_cli import main as lab
+    from babbler.ctl.main import main as babblerctl
+    from babbler.daemon.cli_command import main as babblerd
+    from babbler.lab.cli import main as lab
 
     silent = []
 
@@ -168,7 +168,7 @@ def test_every_option_of_every_command_explains_itself() -> None:
 def test_socket_paths_that_cannot_be_a_socket_are_named(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
-    from babbler.ctl import main as babblerctl
+    from babbler.ctl.main import main as babblerctl
 
     regular = tmp_path / "file"
     regular.write_text("")
@@ -193,7 +193,7 @@ def test_socket_paths_that_cannot_be_a_socket_are_named(tmp_path: Path) -> None:
 
 
 def test_render_nodes_for_people() -> None:
-    from babbler.ctl import render_nodes
+    from babbler.ctl.main import render_nodes
 
     def node(
         name: str | None, metric: int | None, via: str, reachable: bool = True
@@ -237,7 +237,7 @@ def test_render_nodes_for_people() -> None:
 def test_bench_usage_errors_name_the_problem_before_connecting(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
-    from babbler.ctl import main as babblerctl
+    from babbler.ctl.main import main as babblerctl
 
     absent = str(tmp_path / "absent")
     cases = {

@@ -1,7 +1,7 @@
 from typing import Any
 
-from babbler.addressing import node_range
-from babbler.collision import CollisionWatch, hold_time
+from babbler.core.addressing import node_range
+from babbler.core.collision import CollisionWatch, hold_time
 
 OWN = node_range(0x1A2B3C4D5E6F)
 MINE = "02:00:00:00:00:00:00:0b"

@@ -2,10 +2,10 @@ from pathlib import Path
 
 import pytest
 
-from babbler.babeld.launch import babeld_config
-from babbler.cli import load_config as build
-from babbler.config import DEFAULT_HELLO_INTERVAL, reloaded
-from babbler.errors import ConfigError
+from babbler.core.config import DEFAULT_HELLO_INTERVAL, reloaded
+from babbler.core.errors import ConfigError
+from babbler.daemon.babeld.launch import babeld_config
+from babbler.daemon.cli import load_config as build
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -90,8 +90,8 @@ def test_reload_rereads_the_file_and_keeps_flags(tmp_path: Path) -> None:
 def test_one_table_defines_every_setting_its_flag_and_its_reloadability() -> None:
     from click.testing import CliRunner
 
-    from babbler.cli_command import main
-    from babbler.config import SETTINGS, unknown_settings
+    from babbler.core.config import SETTINGS, unknown_settings
+    from babbler.daemon.cli_command import main
 
     assert unknown_settings() == set()
     shown = CliRunner().invoke(main, ["--help"], terminal_width=200).output

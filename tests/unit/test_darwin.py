@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 import trio
 
-from babbler.errors import KernelError
-from babbler.links import darwin
-from babbler.links.darwin import DarwinKernel, System
-from babbler.links.model import AddressChange, Selector, usable_names
+from babbler.core.errors import KernelError
+from babbler.core.links import AddressChange, Selector, usable_names
+from babbler.daemon.links import darwin
+from babbler.daemon.links.darwin import DarwinKernel, System
 
 DATA = Path(__file__).parent / "data" / "darwin"
 MESH_ADDRESS = IPv6Address("fde0:20c6:1fa7:12:3456:789a:0:1")
@@ -184,7 +184,7 @@ def test_media_lines_give_link_speeds() -> None:
 async def test_snapshot_carries_speeds_and_thunderbolt_without_one_counts_as_fast(
     mac: FakeMac,
 ) -> None:
-    from babbler.links.cost import link_cost
+    from babbler.core.cost import link_cost
 
     links = await darwin.DarwinKernel(mac.system(), None).snapshot()
     assert links["en0"].speed_mbps == 10000 and link_cost(links["en0"]) == 32

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from babbler.config import Config
-from babbler.early import why_not
-from babbler.platform import IS_LINUX
+from babbler.core.config import Config
+from babbler.core.platform import IS_LINUX
+from babbler.daemon.early import why_not
 
 pytestmark = pytest.mark.skipif(not IS_LINUX, reason="the early start is Linux only")
 

@@ -6,7 +6,7 @@ import trio
 from hypothesis import given
 from hypothesis import strategies as st
 
-from babbler.fanout import Client
+from babbler.daemon.fanout import Client
 
 
 class Socket:

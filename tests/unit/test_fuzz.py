@@ -12,10 +12,11 @@ import trio.testing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from babbler.babeld.protocol import ProtocolError, TableLine, parse_line
-from babbler.lines import TOO_LONG, LineReader, LineSplitter
-from babbler.requests import REQUESTS, BadRequest, parse_request
-from babbler.state import MeshTable
+from babbler.core.babeld_lines import ProtocolError, TableLine, parse_line
+from babbler.core.lines import TOO_LONG, LineSplitter
+from babbler.core.table import MeshTable
+from babbler.daemon.linereader import LineReader
+from babbler.daemon.requests import REQUESTS, BadRequest, parse_request
 from tests.unit.recorded import RECORDED
 
 BUDGET = settings(
@@ -122,7 +123,7 @@ def test_dropping_repeats_at_the_door_changes_no_table_and_no_real_change(
 ) -> None:
     """What babblerd drops before parsing is exactly what the table would have found
     identical: the table and every real (watch) change come out the same."""
-    from babbler.babeld.protocol import RepeatFilter
+    from babbler.core.babeld_lines import RepeatFilter
 
     def feed(lines: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
         table, real = MeshTable(), []

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from babbler.ctl import render_path
-from babbler.graph import Graph
+from babbler.core.graph import Graph
+from babbler.ctl.main import render_path
 from tests.unit.samples import typed
 
 #   me --v1(32)-- a --(32)-- b
@@ -76,7 +76,7 @@ def test_path_for_people_names_each_hop_and_checks_babeld() -> None:
 
 
 def test_dot_has_every_machine_once_this_one_bold_and_each_link_once() -> None:
-    from babbler.graph import to_dot
+    from babbler.core.graph import to_dot
 
     dot = to_dot(Graph.from_status({**STATUS, "name": 'me "1"'}))
     assert dot.startswith("graph mesh {") and dot.endswith("}\n")
@@ -92,9 +92,9 @@ def test_dot_has_every_machine_once_this_one_bold_and_each_link_once() -> None:
 def test_svg_is_drawn_by_graphviz_or_the_missing_package_is_named(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from babbler.ctl import render_svg
-    from babbler.errors import BabblerError
-    from babbler.graph import to_dot
+    from babbler.core.errors import BabblerError
+    from babbler.core.graph import to_dot
+    from babbler.ctl.main import render_svg
     from tests.needs import tool
 
     dot = to_dot(Graph.from_status(STATUS))

@@ -2,9 +2,9 @@
 
 from ipaddress import IPv6Address
 
-from babbler.addressing import interface_address, node_range
-from babbler.addrplan import IndexBook, plan, wanted_addresses
-from babbler.links.model import AddressChange, Link, Selector, diff, usable_names
+from babbler.core.addressing import interface_address, node_range
+from babbler.core.addrplan import IndexBook, plan, wanted_addresses
+from babbler.core.links import AddressChange, Link, Selector, diff, usable_names
 
 # As seen on real machines (BABELD.md "Linux interface facts").
 ETH = Link("enp3s0", 2, has_device=True, driver="virtio_net", up=True, link_local=True)

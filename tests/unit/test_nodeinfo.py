@@ -5,9 +5,16 @@ from __future__ import annotations
 import json
 from ipaddress import IPv6Address
 
-from babbler.addressing import format_node_id, interface_address, node_address, node_range
-from babbler.nodeinfo import ANSWER_CAP, RateLimit, answer, encode, from_the_mesh, neighbours
-from babbler.views import Facts
+from babbler.core.addressing import format_node_id, interface_address, node_address, node_range
+from babbler.core.views import Facts
+from babbler.daemon.nodes.answer import (
+    ANSWER_CAP,
+    RateLimit,
+    answer,
+    encode,
+    from_the_mesh,
+    neighbours,
+)
 from tests.schemas import check_node_info
 from tests.unit.recorded import table_of
 from tests.unit.samples import facts as sample_facts

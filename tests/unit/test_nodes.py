@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from babbler.addressing import format_node_id, interface_address, node_address
-from babbler.nodes import FORGET, REFRESH, RELINKED, RETRY, NodeBook, events, routed
+from babbler.core.addressing import format_node_id, interface_address, node_address
+from babbler.daemon.nodes.book import FORGET, REFRESH, RELINKED, RETRY, NodeBook, events, routed
 
 ME, A, B = 0x1, 0xA, 0xB
 

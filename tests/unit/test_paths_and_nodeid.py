@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from babbler import paths
-from babbler.errors import EnvironmentProblem
-from babbler.nodeid import load_node_id
+from babbler.core.errors import EnvironmentProblem
+from babbler.daemon import paths
+from babbler.daemon.nodeid import load_node_id
 
 
 def mode(path: Path) -> int:

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import trio
 
-from babbler.babeld import process
-from babbler.babeld.launch import spawn
-from babbler.babeld.process import BabeldProcess, clear_stale
+from babbler.daemon.babeld import process
+from babbler.daemon.babeld.launch import spawn
+from babbler.daemon.babeld.process import BabeldProcess, clear_stale
 
 
 @pytest.fixture(autouse=True)

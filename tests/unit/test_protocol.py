@@ -2,7 +2,7 @@
 
 import pytest
 
-from babbler.babeld.protocol import (
+from babbler.core.babeld_lines import (
     GreetingLine,
     ProtocolError,
     StatusLine,
@@ -45,7 +45,7 @@ def test_malformed_lines_raise(text: str) -> None:
 
 
 def test_repeats_are_told_from_the_raw_text_per_entry() -> None:
-    from babbler.babeld.protocol import RepeatFilter
+    from babbler.core.babeld_lines import RepeatFilter
 
     repeats = RepeatFilter()
     neighbour = RECORDED[2].encode()  # a `change neighbour` line
@@ -66,7 +66,7 @@ def test_repeats_are_told_from_the_raw_text_per_entry() -> None:
 def test_a_whole_table_again_tells_what_is_gone_and_nothing_more() -> None:
     """`dump` (or `monitor`'s snapshot) on a connection that read babeld's table before: the
     entries that did not change are repeats, and the ones it no longer names are flushed."""
-    from babbler.babeld.protocol import RepeatFilter
+    from babbler.core.babeld_lines import RepeatFilter
 
     door = RepeatFilter()
     first = [b"add route r1 prefix fde0::1/128 metric 96", b"add route r2 prefix fde0::2/128"]

@@ -8,7 +8,7 @@ import json
 from ipaddress import IPv6Address
 from pathlib import Path
 
-from babbler.links.model import Link, Selector, Snapshot, usable_names
+from babbler.core.links import Link, Selector, Snapshot, usable_names
 
 DATA = Path(__file__).parent / "data"
 

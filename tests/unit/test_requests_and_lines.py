@@ -2,8 +2,9 @@ import pytest
 import trio
 import trio.testing
 
-from babbler.lines import TOO_LONG, LineReader
-from babbler.requests import REQUESTS, BadRequest, help_lines, parse_request
+from babbler.core.lines import TOO_LONG
+from babbler.daemon.linereader import LineReader
+from babbler.daemon.requests import REQUESTS, BadRequest, help_lines, parse_request
 
 
 def test_known_requests_parse() -> None:

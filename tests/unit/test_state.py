@@ -1,5 +1,5 @@
-from babbler.babeld.protocol import TableLine, parse_line
-from babbler.state import MeshTable, is_usable, route_view
+from babbler.core.babeld_lines import TableLine, parse_line
+from babbler.core.table import MeshTable, is_usable, route_view
 
 
 def line(text: str) -> TableLine:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from babbler.links.sysfs import usable_link_locals
+from babbler.daemon.links.sysfs import usable_link_locals
 
 IF_INET6 = """\
 00000000000000000000000000000001 01 80 10 80       lo

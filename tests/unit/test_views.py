@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from babbler import views
-from babbler.babeld.protocol import TableLine, parse_line
-from babbler.links.model import Selector
-from babbler.state import MeshTable
+from babbler.core import views
+from babbler.core.babeld_lines import TableLine, parse_line
+from babbler.core.links import Selector
+from babbler.core.table import MeshTable
 from tests.unit.recorded import RECORDED, table_of
 from tests.unit.samples import MINE, facts
 

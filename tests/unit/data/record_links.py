@@ -13,7 +13,7 @@ from dataclasses import asdict
 
 import trio
 
-from babbler.links.linux import open_linux_kernel
+from babbler.daemon.links.linux import open_linux_kernel
 
 
 async def main() -> None:

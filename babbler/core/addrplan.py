@@ -1,0 +1,97 @@
+"""Which mesh addresses should exist on which link, and what to add or remove to get there.
+
+Pure. Rules (DESIGN.md "Addressing"):
+- while the mesh is active, every usable link holds exactly one address of the node range,
+  numbered n, and keeps that n for the life of the daemon (across down/up and re-creation),
+  and the loopback link holds the node address (range | 0);
+- on selected links and loopback, any other address inside the mesh /48 is removed (stale,
+  e.g. the node address of a node id given up after a collision);
+- on any link, addresses of the node's own range that are not wanted are removed (they are
+  ours, for example left by a daemon that was killed);
+- addresses outside the /48 are never touched.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from ipaddress import IPv6Address
+
+from babbler.core.addressing import (
+    index_in_range,
+    interface_address,
+    is_mesh_address,
+    next_free_index,
+    node_address,
+    node_range,
+)
+from babbler.core.links import AddressChange, Selector, Snapshot
+
+
+@dataclass(frozen=True)
+class AddressPlan:
+    add: tuple[AddressChange, ...] = ()
+    remove: tuple[AddressChange, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.add or self.remove)
+
+
+@dataclass
+class IndexBook:
+    """Interface name -> n, kept for the life of the daemon. Adopts the n of an address a
+    previous run left in our range, so that addresses stay stable across daemon restarts."""
+
+    by_name: dict[str, int] = field(default_factory=dict)
+
+    def number(self, name: str, node_id: int, present: frozenset[IPv6Address]) -> int:
+        if name in self.by_name:
+            return self.by_name[name]
+        taken = set(self.by_name.values())
+        for address in sorted(present):
+            index = index_in_range(node_id, address)
+            if index is not None and index not in taken:
+                self.by_name[name] = index
+                return index
+        self.by_name[name] = next_free_index(taken)
+        return self.by_name[name]
+
+    def forget_all(self) -> None:
+        """After a node id change the old numbers mean nothing."""
+        self.by_name.clear()
+
+
+def wanted_addresses(
+    snapshot: Snapshot, selector: Selector, node_id: int, book: IndexBook, active: bool
+) -> dict[str, IPv6Address]:
+    """Interface name -> the one mesh address it should hold now."""
+    if not active:
+        return {}
+    wanted = {}
+    for name in sorted(snapshot):
+        link = snapshot[name]
+        if link.is_loopback:
+            wanted[name] = node_address(node_id)
+        elif selector.usable(link):
+            n = book.number(name, node_id, link.addresses)
+            wanted[name] = interface_address(node_id, n)
+    return wanted
+
+
+def plan(
+    snapshot: Snapshot, selector: Selector, node_id: int, wanted: dict[str, IPv6Address]
+) -> AddressPlan:
+    """The additions and removals that turn the snapshot into `wanted`."""
+    own = node_range(node_id)
+    add, remove = [], []
+    for name, link in sorted(snapshot.items()):
+        target = wanted.get(name)
+        if target is not None and target not in link.addresses:
+            add.append(AddressChange(name, link.index, target))
+        # Loopback is ours for the mesh prefix too: it holds the node address.
+        selected = selector.selects(link) or link.is_loopback
+        for address in sorted(link.addresses):
+            if address == target or not is_mesh_address(address):
+                continue
+            if selected or address in own:
+                remove.append(AddressChange(name, link.index, address))
+    return AddressPlan(tuple(add), tuple(remove))

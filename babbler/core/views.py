@@ -1,0 +1,168 @@
+"""What clients are shown: the `status` object and the `watch` events, built from facts.
+
+Pure. The daemon gathers `Facts` (plain values); `status` shapes them as DESIGN.md's status
+JSON; `node_view` is the node-level part that `watch` follows, and `node_events` turns two
+of those into events for what changed; `entry_event` is the event for one table entry.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass
+from ipaddress import IPv6Network
+from typing import Any
+
+from babbler.core.addressing import format_node_id, node_address, node_id_of, node_range
+from babbler.core.cost import Overrides, link_cost
+from babbler.core.graph import Graph
+from babbler.core.links import Selector, Snapshot, selected_links
+from babbler.core.table import INFINITY, VIEWS, Applied, MeshTable
+
+
+@dataclass(frozen=True)
+class Facts:
+    """Everything `status` is made of, as the daemon knows it now."""
+
+    version: str
+    node_id: int
+    node_id_source: str
+    node_id_persist_error: str | None
+    mode: str
+    mesh: str  # the supervisor's state
+    babeld: dict[str, Any]
+    links: Snapshot
+    selector: Selector
+    told: frozenset[str]  # interfaces babeld uses
+    table: MeshTable
+    clients: int  # connections other than the one asking
+    costs: Overrides = ()
+    keyed: bool = False  # a mesh key is configured (never the key itself)
+    name: str = ""  # this node's name (node info)
+    nodes: tuple[dict[str, Any], ...] = ()  # the other nodes (nodes.NodeBook.view)
+
+
+def addresses(facts: Facts) -> list[dict[str, str]]:
+    """The link addresses of our range (the node address on loopback is `node_address`)."""
+    own = node_range(facts.node_id)
+    return [
+        {"interface": link.name, "address": str(address)}
+        for link in sorted(facts.links.values(), key=lambda ln: ln.name)
+        if not link.is_loopback
+        for address in sorted(link.addresses)
+        if address in own
+    ]
+
+
+def interfaces(facts: Facts) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": link.name,
+            "kind": link.category,
+            "up": link.up,
+            "babel": link.name in facts.told,
+            "speed_mbps": link.speed_mbps,
+            "cost": link_cost(link, facts.costs),
+        }
+        for link in selected_links(facts.links, facts.selector)
+    ]
+
+
+def unmatched_globs(links: Snapshot, selector: Selector) -> list[str]:
+    """`--interface` patterns that match no link at all: most likely a typo."""
+    return [
+        pattern
+        for pattern in selector.interface
+        if not any(fnmatch.fnmatchcase(name, pattern) for name in links)
+    ]
+
+
+def neighbour_nodes(table: MeshTable) -> dict[tuple[str | None, str | None], str]:
+    """(neighbour address, interface) -> the node id that neighbour announces as its own
+    (its node range's routes reach us through it with refmetric 0)."""
+    out = {}
+    for route in table.entries("route"):
+        prefix = route.field("prefix")
+        if route.field("refmetric") != "0" or prefix is None:
+            continue
+        try:
+            node = node_id_of(IPv6Network(prefix, strict=False).network_address)
+        except ValueError:
+            continue
+        if node is not None:
+            out[(route.field("via"), route.field("if"))] = format_node_id(node)
+    return out
+
+
+def with_hops(status: dict[str, Any]) -> list[dict[str, Any]]:
+    """`status.nodes` with each node's hops from this one (None: not connected in the
+    graph the node infos give)."""
+    hops = Graph.from_status(status).hops()
+    return [{**node, "hops": hops.get(node["node_id"])} for node in status["nodes"]]
+
+
+def entries(table: MeshTable, kind: str) -> list[dict[str, Any]]:
+    return [VIEWS[kind](entry) for entry in table.entries(kind)]
+
+
+def status(facts: Facts) -> dict[str, Any]:
+    """The `status` object (DESIGN.md "Client protocol"): keys are only ever added."""
+    nodes = neighbour_nodes(facts.table)
+    value = {
+        "version": facts.version,
+        "node_id": format_node_id(facts.node_id),
+        "range": str(node_range(facts.node_id)),
+        "mode": facts.mode,
+        "mesh": facts.mesh,
+        "babeld": facts.babeld,
+        "addresses": addresses(facts),
+        "interfaces": interfaces(facts),
+        "node_address": str(node_address(facts.node_id)),
+        "neighbours": [
+            {**view, "node_id": nodes.get((view["address"], view["interface"]))}
+            for view in entries(facts.table, "neighbour")
+        ],
+        # A retracted route lingers with metric 65535 for a while: not a live route.
+        "routes": [r for r in entries(facts.table, "route") if not retracted(r)],
+        "xroutes": entries(facts.table, "xroute"),
+        "clients": facts.clients,
+        "node_id_source": facts.node_id_source,
+        "node_id_persist_error": facts.node_id_persist_error,
+        "keyed": facts.keyed,
+        "unmatched_globs": unmatched_globs(facts.links, facts.selector),
+        "name": facts.name,
+        "nodes": list(facts.nodes),
+    }
+    value["nodes"] = with_hops(value)
+    return value
+
+
+def retracted(route: dict[str, Any]) -> bool:
+    return route["metric"] is None or route["metric"] >= INFINITY
+
+
+def node_view(facts: Facts) -> dict[str, Any]:
+    """The node-level facts `watch` reports as `{"type": KEY, KEY: value}` when they change."""
+    return {
+        "mesh": facts.mesh,
+        "node_id": format_node_id(facts.node_id),
+        "addresses": addresses(facts),
+        "interfaces": interfaces(facts),
+        "babeld": facts.babeld,
+    }
+
+
+def node_events(before: dict[str, Any], after: dict[str, Any]) -> list[dict[str, Any]]:
+    """One event per node-level key whose value changed (or is new)."""
+    return [
+        {"type": key, key: value}
+        for key, value in after.items()
+        if key not in before or before[key] != value
+    ]
+
+
+def entry_event(applied: Applied) -> dict[str, Any] | None:
+    """The `watch` event for a table entry that really changed; None for a repeat."""
+    if not applied.real:
+        return None
+    kind = applied.entry.kind
+    return {"type": kind, "action": applied.verb, kind: VIEWS[kind](applied.entry)}

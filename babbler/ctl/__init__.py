@@ -1,0 +1,1 @@
+"""`babblerctl`, the user-side tool: `main` (the click commands) over the client library."""

@@ -1,0 +1,481 @@
+"""The daemon: wires the kernel, the address plan, the mesh supervisor, identity, views and
+the fan-out, and owns the mesh's lifecycle.
+
+Reconcile, don't react: any trigger (a netlink event, a client subscribing, a reload) leads to
+one `refresh`: re-read the links, plan the addresses, apply the plan, tell whoever follows
+link changes. `refresh` is idempotent, so events the daemon causes itself are harmless.
+The supervisor reports facts (`_on_fact`); only the daemon publishes to clients.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+import socket
+import subprocess
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+import trio
+
+from babbler import __version__
+from babbler.bench import supervise
+from babbler.core import views
+from babbler.core.addressing import format_node_id, node_address
+from babbler.core.addrplan import IndexBook, plan, wanted_addresses
+from babbler.core.config import DEFAULT_INFO_PORT, Config, reloaded
+from babbler.core.cost import UNKNOWN_COST, link_cost
+from babbler.core.errors import ConfigError, KernelError
+from babbler.core.links import Link, Selector, diff, usable_names
+from babbler.core.meshkey import MeshKey
+from babbler.core.table import Applied
+from babbler.daemon.babeld.launch import Launch, interface_options
+from babbler.daemon.early import Early
+from babbler.daemon.fanout import Hub
+from babbler.daemon.identity import Identity
+from babbler.daemon.links.kernel import Kernel
+from babbler.daemon.log import configure as configure_logging
+from babbler.daemon.mesh import Fact, Mesh, MeshHost
+from babbler.daemon.nodeid import NodeId
+from babbler.daemon.nodes import answer as nodeinfo
+from babbler.daemon.nodes import ask as infoclient
+from babbler.daemon.nodes import server as infoserver
+from babbler.daemon.nodes.book import NodeBook
+from babbler.daemon.nodes.book import events as nodes_events
+from babbler.daemon.server import PublicSocket
+from babbler.daemon.wakeup import Signal
+
+log = structlog.get_logger("babbler.daemon")
+
+# Other nodes asked for their info at once, at most.
+ASKS = 8
+# After a route change, this long before the node picture is recomputed (changes come in
+# bursts; the picture is for people and programs, not for routing).
+NODES_COALESCE = 0.2
+
+
+class Daemon:
+    def __init__(
+        self,
+        config: Config,
+        kernel: Kernel,
+        node: NodeId,
+        reload_config: Callable[[], Config] | None = None,
+        key: MeshKey | None = None,
+        early: Early | None = None,
+    ) -> None:
+        self.config = config
+        self.key = key
+        self.kernel = kernel
+        self.identity = Identity(node, config.state_dir, config.hello_interval)
+        self._reload_config = reload_config or (lambda: self.config)
+        self.snapshot: dict[str, Link] = {}
+        self.book = IndexBook()
+        self.active = False
+        self.links_changed = Signal()
+        self.demand_changed = Signal()
+        self.hub = Hub(self._subscribers_changed)
+        self._early = early
+        self.mesh = Mesh(
+            MeshHost(
+                launch=self._launch,
+                interface_options=self.interface_options,
+                usable_names=self.usable_names,
+                links_changed=self.links_changed,
+                kernel=kernel,
+                report=self._on_fact,
+                adopt=self._adopt,
+                hello_interval=lambda: self.config.hello_interval,
+            )
+        )
+        self.mesh.watched(False)
+        self._refresh_lock = trio.Lock()
+        self._published: dict[str, Any] = {}
+        self._collision_check = trio.Event()
+        self._unmatched: list[str] = []
+        self._started = 0.0  # trio time at run()
+        self.nodes = NodeBook(node.value)
+        self._routes_changed = trio.Event()
+        # The nodes `watch` clients were last told of; None while nobody watches.
+        self._nodes_published: list[dict[str, Any]] | None = None
+        self._info_scope: trio.CancelScope | None = None
+
+    # -- what clients read (requests.View) -----------------------------------------------------
+
+    @property
+    def node(self) -> NodeId:
+        return self.identity.node
+
+    @property
+    def node_id(self) -> int:
+        return self.identity.node_id
+
+    @property
+    def selector(self) -> Selector:
+        return Selector(self.config.interface, self.config.exclude)
+
+    def usable_names(self) -> set[str]:
+        return usable_names(self.snapshot, self.selector)
+
+    def header(self) -> list[str]:
+        return [
+            "BABEL 1.0",
+            f"version babblerd-{__version__}",
+            f"host {socket.gethostname()}",
+            f"my-id {self.my_id}",
+            "ok",
+        ]
+
+    @property
+    def my_id(self) -> str:
+        """The running (or starting) babeld's router id, else the one the next will use."""
+        return self.mesh.my_id or self.identity.next_router_id
+
+    def dump_lines(self) -> list[str]:
+        self.mesh.catch_up()
+        return self.mesh.table.dump_lines()
+
+    def counters(self) -> dict[str, int]:
+        counts = self.mesh.line_counts
+        return {
+            "babeld_lines_in": counts.lines_in,
+            "babeld_repeats": counts.repeats,
+            "babeld_held": counts.held,
+        }
+
+    def babeld_view(self) -> dict[str, Any]:
+        return {
+            **self.mesh.babeld_view(),
+            "my_id": self.my_id,
+            "found": shutil.which(self.config.babeld) is not None,
+        }
+
+    def facts(self, asker: object = None, with_nodes: bool = True) -> views.Facts:
+        """What the views are made of. `with_nodes=False`: without `status.nodes`, which
+        the node-level events and the node info do not show (each answer to another node
+        made it anew: 63 a minute and more on a node of a 64-ring)."""
+        self.mesh.catch_up()
+        node = self.identity.node
+        return views.Facts(
+            version=__version__,
+            node_id=node.value,
+            node_id_source=node.source,
+            node_id_persist_error=node.persist_error,
+            mode=self.config.mode,
+            mesh=self.mesh.state,
+            babeld=self.babeld_view(),
+            links=self.snapshot,
+            selector=self.selector,
+            told=frozenset(self.mesh.told),
+            table=self.mesh.table,
+            clients=sum(1 for c in self.hub.clients if c is not asker),
+            costs=self.config.cost,
+            keyed=self.key is not None,
+            name=self.name,
+            nodes=tuple(self.nodes.view(trio.current_time())) if with_nodes else (),
+        )
+
+    def status(self, asker: object = None) -> dict[str, Any]:
+        """The status object; `clients` counts the connections other than `asker`."""
+        return views.status(self.facts(asker))
+
+    # -- facts in, events out ------------------------------------------------------------------
+
+    def _on_fact(self, fact: Fact) -> None:
+        if not isinstance(fact, Applied):
+            self._publish_node()
+            return
+        if self.hub.monitoring:
+            self.hub.publish_lines([fact.line])
+        if self.hub.watching:
+            event = views.entry_event(fact)
+            if event is not None:
+                self.hub.publish_event(event)
+        if fact.entry.kind == "route":
+            self.identity.observe(fact, self.mesh.my_id, trio.current_time())
+            self._collision_check.set()  # a candidate's hold may start or end
+            self._routes_changed.set()
+
+    def _subscribers_changed(self) -> None:
+        self.mesh.watched(self.hub.monitoring + self.hub.watching > 0)
+        if not self.hub.watching:
+            self._nodes_published = None
+        elif self._nodes_published is None:  # the first watcher's snapshot was made just now
+            self._nodes_published = self.nodes.view(trio.current_time())
+        self.demand_changed.notify()
+
+    def _publish_node(self) -> None:
+        """Send `watch` clients the node-level facts that changed."""
+        current = views.node_view(self.facts(with_nodes=False))
+        for event in views.node_events(self._published, current):
+            self.hub.publish_event(event)
+        self._published = current
+
+    # -- babeld --------------------------------------------------------------------------------
+
+    def interface_options(self, name: str) -> str:
+        """The options of babeld's `interface NAME ...` line for this link now."""
+        link = self.snapshot.get(name)
+        cost = link_cost(link, self.config.cost) if link else UNKNOWN_COST
+        return interface_options(self.config.hello_interval, cost, self.key is not None)
+
+    def _launch(self, first: str) -> Launch:
+        self.identity.new_babeld(self.config.hello_interval)
+        return Launch.build(
+            self.config,
+            self.key,
+            self.identity.take_router_id(),
+            str(self.identity.node_range),
+            first,
+            self.interface_options(first),
+        )
+
+    # -- node info -----------------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return self.config.name or socket.gethostname()
+
+    def info_answer(self) -> bytes:
+        """This node's info, as other nodes read it (nodes/answer.py)."""
+        value = nodeinfo.answer(
+            self.facts(with_nodes=False),
+            self.name,
+            self.config.info,
+            trio.current_time() - self._started,
+            node_address(self.node_id),
+        )
+        return nodeinfo.encode(value)
+
+    def _serves_on_node_address(self) -> bool:
+        return bool(self.config.info_port) or self._bench_on()
+
+    def _bench_on(self) -> bool:
+        return self.config.bench == "on" and bool(self.config.bench_port)
+
+    async def _serve_on_node_address(self) -> None:
+        """The info service and the bench responder on the node address while the mesh
+        runs; moved to the new address when the node id changes."""
+        while True:
+            with trio.CancelScope() as scope:
+                self._info_scope = scope
+                address = node_address(self.node_id)
+                async with trio.open_nursery() as nursery:
+                    if self.config.info_port:
+                        nursery.start_soon(
+                            infoserver.serve, self.config.info_port, address, self.info_answer
+                        )
+                    if self._bench_on():
+                        nursery.start_soon(
+                            supervise.run_responder, str(address), self.config.bench_port
+                        )
+
+    async def _follow_nodes(self) -> None:
+        """Ask every routed node for its info when its route appears and every REFRESH
+        seconds (ASKS at a time); publish `node` events as the picture changes."""
+        limiter = trio.CapacityLimiter(ASKS)
+        try:
+            async with trio.open_nursery() as asks:
+                while True:
+                    now = trio.current_time()
+                    self.nodes.me = self.node_id
+                    self.nodes.update_routes(views.entries(self.mesh.table, "route"), now)
+                    for node in self.nodes.due(now):
+                        self.nodes.asking(node, now)
+                        asks.start_soon(self._ask_node, node, limiter)
+                    self._publish_nodes()
+                    wake = self.nodes.next_due()
+                    with trio.move_on_at(math.inf if wake is None else wake):
+                        await self._routes_changed.wait()
+                    self._routes_changed = trio.Event()
+                    await trio.sleep(NODES_COALESCE)  # route changes come in bursts
+        finally:
+            self.nodes.update_routes([], trio.current_time())  # the mesh stopped
+            self._publish_nodes()
+
+    async def _ask_node(self, node: int, limiter: trio.CapacityLimiter) -> None:
+        async with limiter:
+            try:
+                info = await infoclient.ask(
+                    node_address(node), self.config.info_port or DEFAULT_INFO_PORT
+                )
+            except infoclient.AskFailed as error:
+                self.nodes.failed(node, str(error))
+            else:
+                if info.get("node_id") == format_node_id(node):
+                    self.nodes.answered(node, info, trio.current_time())
+                else:
+                    self.nodes.failed(node, "answered with another node id")
+        self._routes_changed.set()
+
+    def _publish_nodes(self) -> None:
+        """Node events for `watch` clients. With none, nothing is made: the view of every
+        node was ~12 % of babblerd's time on a churning 64-ring with nobody watching."""
+        if not self.hub.watching or self._nodes_published is None:
+            return
+        current = self.nodes.view(trio.current_time())
+        for event in nodes_events(self._nodes_published, current):
+            self.hub.publish_event(event)
+        self._nodes_published = current
+
+    def _adopt(self) -> tuple[Launch, subprocess.Popen[bytes]] | None:
+        """The babeld started early, once: adopted when its link is usable in the netlink
+        view too, else stopped (the daemon then starts its own)."""
+        early, self._early = self._early, None
+        if early is None:
+            return None
+        first = early.launch.first_interface
+        if first not in self.usable_names() or early.popen.poll() is not None:
+            log.info("babeld started early not adopted", interface=first)
+            early.stop()
+            return None
+        self.identity.new_babeld(self.config.hello_interval)
+        early.adopted = True
+        return early.launch, early.popen
+
+    # -- reconcile -----------------------------------------------------------------------------
+
+    async def refresh(self) -> None:
+        """Re-read the links, bring the addresses to the plan, tell followers."""
+        async with self._refresh_lock:
+            new = await self.kernel.snapshot()
+            change = diff(self.snapshot, new)
+            self.snapshot = new
+            if change:
+                # Address-only changes are mostly our own doing: keep them out of info logs.
+                quiet = all(fields == ("addresses",) for _, fields in change.changed)
+                notable = change.added or change.removed or not quiet
+                (log.info if notable else log.debug)("links changed", reasons=change.reasons())
+            wanted = wanted_addresses(new, self.selector, self.node_id, self.book, self.active)
+            todo = plan(new, self.selector, self.node_id, wanted)
+            steps = (
+                ("remove", "removed", todo.remove, self.kernel.remove_address),
+                ("add", "added", todo.add, self.kernel.add_address),
+            )
+            for verb, done, items, apply in steps:
+                for item in items:
+                    where = {"interface": item.interface, "address": str(item.address)}
+                    try:
+                        await apply(item)
+                        log.info(f"address {done}", **where)
+                    except KernelError as error:
+                        log.warning(f"cannot {verb} address", **where, error=str(error))
+            if todo:
+                self.snapshot = await self.kernel.snapshot()
+            if change or todo:
+                self.links_changed.notify()
+                self._publish_node()
+            self._warn_unmatched()
+
+    def _warn_unmatched(self) -> None:
+        """Say once, when it becomes true, that an --interface pattern matches no link."""
+        unmatched = views.unmatched_globs(self.snapshot, self.selector)
+        if unmatched and unmatched != self._unmatched:
+            log.warning("--interface patterns match no link", patterns=unmatched)
+        self._unmatched = unmatched
+
+    async def _follow_collisions(self) -> None:
+        """Another node uses our node id: take a new one, re-address, restart babeld.
+        Sleeps until a candidate announcement has been held long enough (or the table
+        changes), so a lasting announcement counts although babeld does not repeat it."""
+        while True:
+            deadline = self.identity.collision_deadline(self.mesh.my_id)
+            with trio.move_on_at(math.inf if deadline is None else deadline):
+                await self._collision_check.wait()
+            self._collision_check = trio.Event()
+            if not self.identity.collision_due(self.mesh.my_id, trio.current_time()):
+                continue
+            self.identity.reroll()
+            if self._info_scope is not None:
+                self._info_scope.cancel()  # serve on the new node address
+            self.book.forget_all()
+            self.mesh.restart_babeld("node id changed")
+            await self.refresh()
+            self._publish_node()
+
+    async def _follow_kernel(self) -> None:
+        while True:
+            await self.kernel.wait_for_change()
+            try:
+                await self.refresh()
+            except KernelError as error:
+                # A dump failing (rare: the kernel under memory pressure) must not stop the
+                # daemon; the next event re-reads everything.
+                log.error("cannot read links", error=str(error))
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def _wanted(self) -> bool:
+        return self.config.mode == "always" or self.hub.subscribers > 0
+
+    async def _until(self, condition: Callable[[], bool]) -> None:
+        while not condition():
+            await self.demand_changed.event().wait()
+
+    async def _set_active(self, active: bool) -> None:
+        self.active = active
+        log.info(
+            "mesh " + ("demanded" if active else "released"),
+            mode=self.config.mode,
+            subscribers=self.hub.subscribers,
+        )
+        await self.refresh()
+
+    async def _until_released(self) -> None:
+        """Return once nobody has wanted the mesh for `linger` seconds."""
+        while True:
+            await self._until(lambda: not self._wanted())
+            with trio.move_on_after(self.config.linger):
+                await self._until(self._wanted)
+                continue
+            return
+
+    async def _mesh_lifecycle(self) -> None:
+        """The one owner of the mesh: wait for demand, run it, linger, stop it."""
+        while True:
+            await self._until(self._wanted)
+            await self._set_active(True)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self.mesh.run_while_active)
+                if self._serves_on_node_address():
+                    nursery.start_soon(self._serve_on_node_address)
+                nursery.start_soon(self._follow_nodes)
+                await self._until_released()
+                nursery.cancel_scope.cancel()
+            await self._set_active(False)
+
+    async def reload(self) -> None:
+        """SIGHUP: re-read the config file. A bad file is logged and changes nothing."""
+        try:
+            fresh = self._reload_config()
+        except ConfigError as error:
+            log.error("reload refused, configuration unchanged", error=str(error))
+            return
+        self.config, fixed = reloaded(self.config, fresh)
+        if fixed:
+            log.warning("these settings change only at restart", settings=fixed)
+        configure_logging(self.config.log_format, self.config.log_level)
+        log.info("configuration reloaded", config=str(self.config.config))
+        self.demand_changed.notify()
+        await self.refresh()
+        self.links_changed.notify()
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Serve until cancelled; on the way out babeld is stopped and our addresses removed."""
+        public = PublicSocket(self.config.socket_path)  # first: a bad path touches nothing
+        self._started = trio.current_time()
+        try:
+            async with trio.open_nursery() as nursery:
+                await self.refresh()
+                nursery.start_soon(self._follow_kernel)
+                nursery.start_soon(self._mesh_lifecycle)
+                nursery.start_soon(self._follow_collisions)
+                await nursery.start(public.serve, self.hub, self)
+                task_status.started()
+        finally:
+            public.close()
+            with trio.CancelScope(shield=True), trio.move_on_after(2.0):
+                self.active = False
+                await self.refresh()
+                log.info("stopped", addresses_left=len(views.addresses(self.facts())))

@@ -1,0 +1,298 @@
+"""macOS links: what they are, their addresses, changes, and address/route edits.
+
+- Addresses: netifaces (IPv6 addresses with their IN6_IFF_* flags, so a tentative link-local
+  is not yet usable).
+- What a link is: `ifconfig -l` / `ifconfig -l -u` (names, and which are up),
+  `networksetup -listallhardwareports` (which `en*` is the Wi-Fi port, which is Thunderbolt),
+  `ifconfig bridgeN` (members of a bridge, e.g. the ports in "Thunderbolt Bridge").
+- Changes: a PF_ROUTE socket is the trigger (interface, address and route messages); a re-read
+  every REREAD_INTERVAL seconds covers anything it does not announce.
+- Edits: `ifconfig IF inet6 ADDR/128 add|delete`; babeld's routes are the RTF_PROTO2 ones
+  (flag `2` in `netstat -rn`) and are deleted with `route -n delete -inet6`.
+
+The parsers are pure and the system is reached only through `System`, so all of this is
+tested on Linux with recorded outputs and a fake route socket (tests/unit/test_darwin.py).
+"""
+
+from __future__ import annotations
+
+import errno
+import importlib
+import re
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from ipaddress import IPv6Address, IPv6Network
+from typing import Any
+
+import trio
+
+from babbler.core.addressing import MESH_PREFIX
+from babbler.core.errors import KernelError
+from babbler.core.links import ARPHRD_ETHER, AddressChange, Link
+from babbler.daemon.links.events import EventSocket
+
+# Hardware ports that are not cables between machines.
+WIFI_PORTS = frozenset({"Wi-Fi", "AirPort"})
+UNWIRED_PORT_WORDS = ("Bluetooth", "iPhone", "iPad", "T2", "iBridge")
+THUNDERBOLT_PORT = re.compile(r"^Thunderbolt \d+$")  # not "Thunderbolt Bridge"
+# <netinet6/in6_var.h>: an address in these states cannot be sent from yet (or ever).
+IN6_IFF_TENTATIVE = 0x02
+IN6_IFF_DUPLICATED = 0x04
+IN6_IFF_DETACHED = 0x08
+UNUSABLE = IN6_IFF_TENTATIVE | IN6_IFF_DUPLICATED | IN6_IFF_DETACHED
+RTF_PROTO2_FLAG = "2"  # babeld's kernel_socket.c marks its routes RTF_PROTO2
+REREAD_INTERVAL = 2.0
+
+
+# -- pure: command outputs in, facts out ------------------------------------------------------
+
+
+def hardware_ports(text: str) -> dict[str, str]:
+    """`networksetup -listallhardwareports` -> {device: port name}."""
+    ports: dict[str, str] = {}
+    port = None
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key == "Hardware Port":
+            port = value.strip()
+        elif key == "Device" and port is not None:
+            ports[value.strip()] = port
+            port = None
+    return ports
+
+
+def bridge_members(text: str) -> set[str]:
+    """`ifconfig bridgeN` -> the names of its member interfaces."""
+    return {m.group(1) for m in re.finditer(r"^\s+member: (\S+)", text, re.MULTILINE)}
+
+
+def names(text: str) -> list[str]:
+    """`ifconfig -l` (or `-l -u`) -> interface names."""
+    return text.split()
+
+
+def babel_routes(netstat_text: str, prefix: IPv6Network = MESH_PREFIX) -> list[str]:
+    """`netstat -rn -f inet6` -> destinations of babeld's routes (RTF_PROTO2) in `prefix`."""
+    out = []
+    for line in netstat_text.splitlines():
+        fields = line.split()
+        if len(fields) < 3 or RTF_PROTO2_FLAG not in fields[2]:
+            continue
+        destination = fields[0]
+        host = destination.split("/")[0].split("%")[0]
+        try:
+            if IPv6Address(host) in prefix:
+                out.append(destination)
+        except ValueError:
+            continue  # "default", a header line, an IPv4 table
+    return out
+
+
+def address_facts(entries: Iterable[dict[str, Any]]) -> tuple[bool, frozenset[IPv6Address]]:
+    """netifaces' AF_INET6 entries -> (has a usable link-local, the other addresses)."""
+    link_local = False
+    addresses = set()
+    for entry in entries:
+        try:
+            address = IPv6Address(str(entry.get("addr", "")).split("%")[0])
+        except ValueError:
+            continue
+        if address.is_link_local:
+            link_local = link_local or not int(entry.get("flags", 0)) & UNUSABLE
+        else:
+            addresses.add(address)
+    return link_local, frozenset(addresses)
+
+
+MEDIA_SPEED = re.compile(r"\((\d+(?:\.\d+)?)(G?)base", re.IGNORECASE)
+
+
+def media_speeds(ifconfig_text: str) -> dict[str, int]:
+    """Interface -> Mb/s from `ifconfig`'s `media:` lines ("autoselect (10Gbase-T
+    <full-duplex>)" -> 10000); interfaces whose media names no speed are left out."""
+    speeds: dict[str, int] = {}
+    current = None
+    for line in ifconfig_text.splitlines():
+        if line and not line[0].isspace() and ":" in line:
+            current = line.split(":", 1)[0]
+        elif current and line.strip().startswith("media:"):
+            found = MEDIA_SPEED.search(line)
+            if found:
+                number = float(found.group(1)) * (1000 if found.group(2) else 1)
+                speeds[current] = round(number)
+    return speeds
+
+
+def build_link(
+    name: str,
+    index: int,
+    *,
+    port: str | None,
+    bridge_index: int | None,
+    up: bool,
+    inet6: Iterable[dict[str, Any]],
+    speed_mbps: int | None = None,
+) -> Link:
+    """One macOS interface as the platform-neutral Link the selection rules read."""
+    link_local, addresses = address_facts(inet6)
+    is_en = name.startswith("en")
+    unwired = port is not None and any(word in port for word in UNWIRED_PORT_WORDS)
+    return Link(
+        name=name,
+        index=index,
+        arp_type=ARPHRD_ETHER if is_en or name.startswith("bridge") else 0,
+        kind="bridge" if name.startswith("bridge") else None,
+        has_device=is_en and not unwired,
+        wireless=port in WIFI_PORTS,
+        # The category Linux's thunderbolt-net driver gives ("thunderbolt" in status).
+        driver="thunderbolt-net" if port and THUNDERBOLT_PORT.match(port) else None,
+        master=bridge_index,
+        up=up,
+        link_local=link_local,
+        addresses=addresses,
+        speed_mbps=speed_mbps,
+    )
+
+
+def address_command(change: AddressChange, verb: str) -> list[str]:
+    return ["ifconfig", change.interface, "inet6", f"{change.address}/128", verb]
+
+
+# -- the system, reached through one small seam -----------------------------------------------
+
+
+Runner = Callable[[Sequence[str]], Awaitable[str]]
+
+
+@dataclass
+class System:
+    """How the backend reaches macOS; tests pass recorded answers instead."""
+
+    run: Runner  # runs a command, returns its output; raises KernelError when it fails
+    inet6: Callable[[str], list[dict[str, Any]]]  # netifaces AF_INET6 entries of a link
+    index: Callable[[str], int]  # if_nametoindex
+
+
+async def run_command(args: Sequence[str]) -> str:
+    result = await trio.run_process(
+        list(args), capture_stdout=True, capture_stderr=True, check=False
+    )
+    if result.returncode != 0:
+        message = result.stderr.decode(errors="replace").strip() or f"exit {result.returncode}"
+        raise KernelError(f"{' '.join(args)}: {message}", errno.EIO)
+    return bytes(result.stdout).decode(errors="replace")
+
+
+def netifaces_inet6(name: str) -> list[dict[str, Any]]:
+    netifaces: Any = importlib.import_module("netifaces")
+    try:
+        entries: list[dict[str, Any]] = netifaces.ifaddresses(name).get(netifaces.AF_INET6, [])
+    except ValueError:  # the interface went away between listing and reading
+        return []
+    return entries
+
+
+def real_system() -> System:
+    return System(run=run_command, inet6=netifaces_inet6, index=socket.if_nametoindex)
+
+
+# Address removal errors that mean "already gone".
+_GONE = ("Can't assign requested address", "does not exist", "Device not configured")
+
+
+class DarwinKernel:
+    """The Kernel protocol (links.kernel) on macOS."""
+
+    def __init__(self, system: System, route_socket: trio.socket.SocketType | None) -> None:
+        self._system = system
+        self.events = EventSocket(route_socket) if route_socket is not None else None
+        self._ports: dict[str, str] = {}
+        self._ports_for: frozenset[str] = frozenset()
+
+    async def _hardware_ports(self, all_names: Iterable[str]) -> dict[str, str]:
+        """networksetup is slow (~0.1 s): asked again only when the set of `en*` changes."""
+        wanted = frozenset(n for n in all_names if n.startswith("en"))
+        if wanted != self._ports_for:
+            self._ports = hardware_ports(
+                await self._system.run(["networksetup", "-listallhardwareports"])
+            )
+            self._ports_for = wanted
+        return self._ports
+
+    async def snapshot(self) -> dict[str, Link]:
+        run = self._system.run
+        all_names = names(await run(["ifconfig", "-l"]))
+        up = set(names(await run(["ifconfig", "-l", "-u"])))
+        ports = await self._hardware_ports(all_names)
+        indexes: dict[str, int] = {}
+        for name in all_names:
+            try:
+                indexes[name] = self._system.index(name)
+            except OSError:
+                continue  # gone since the listing
+        masters: dict[str, int] = {}
+        for bridge in (n for n in indexes if n.startswith("bridge")):
+            try:
+                members = bridge_members(await run(["ifconfig", bridge]))
+            except KernelError:
+                continue  # gone since the listing
+            masters.update(dict.fromkeys(members, indexes[bridge]))
+        speeds = media_speeds(await run(["ifconfig"]))
+        return {
+            name: build_link(
+                name,
+                index,
+                port=ports.get(name),
+                bridge_index=masters.get(name),
+                up=name in up,
+                inet6=self._system.inet6(name),
+                speed_mbps=speeds.get(name),
+            )
+            for name, index in indexes.items()
+        }
+
+    async def wait_for_change(self) -> None:
+        if self.events is None:
+            await trio.sleep(REREAD_INTERVAL)
+            return
+        with trio.move_on_after(REREAD_INTERVAL):
+            await self.events.burst()
+
+    async def add_address(self, change: AddressChange) -> None:
+        await self._system.run(address_command(change, "add"))
+
+    async def remove_address(self, change: AddressChange) -> None:
+        try:
+            await self._system.run(address_command(change, "delete"))
+        except KernelError as error:
+            if not any(text in str(error) for text in _GONE):
+                raise
+
+    async def flush_babel_routes(self) -> int:
+        routes = babel_routes(await self._system.run(["netstat", "-rn", "-f", "inet6"]))
+        for destination in routes:
+            try:
+                await self._system.run(["route", "-n", "delete", "-inet6", destination])
+            except KernelError as error:
+                if "not in table" not in str(error):
+                    raise
+        return len(routes)
+
+
+def open_route_socket() -> trio.socket.SocketType:
+    """PF_ROUTE: every interface, address and route change on the machine (macOS, BSD)."""
+    family = getattr(socket, "AF_ROUTE", None)
+    if family is None:
+        raise OSError(errno.EAFNOSUPPORT, "no PF_ROUTE on this platform")
+    return trio.socket.socket(family, socket.SOCK_RAW, socket.AF_UNSPEC)
+
+
+@asynccontextmanager
+async def open_darwin_kernel() -> AsyncIterator[DarwinKernel]:
+    events = open_route_socket()
+    try:
+        yield DarwinKernel(real_system(), events)
+    finally:
+        events.close()

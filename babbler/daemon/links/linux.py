@@ -1,0 +1,211 @@
+"""Linux backend of `Kernel`: rtnetlink over raw sockets, parsed with pyroute2's marshal.
+
+pyroute2's own IPRoute runs an asyncio loop per thread and keeps its socket thread-local,
+which does not mix with trio (BABELD.md); raw AF_NETLINK sockets driven by trio do.
+One socket is subscribed to link and IPv6 address events (subscribe first, then dump),
+one carries requests, one at a time.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import socket
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
+from ipaddress import IPv6Address
+from typing import Any
+
+import trio
+from pyroute2.netlink import (
+    NLM_F_ACK,
+    NLM_F_CREATE,
+    NLM_F_DUMP,
+    NLM_F_REPLACE,
+    NLM_F_REQUEST,
+    NLMSG_DONE,
+    NLMSG_ERROR,
+)
+from pyroute2.netlink.rtnl import (
+    RTM_DELADDR,
+    RTM_DELROUTE,
+    RTM_GETADDR,
+    RTM_GETLINK,
+    RTM_GETROUTE,
+    RTM_NEWADDR,
+    RTMGRP_IPV6_IFADDR,
+    RTMGRP_LINK,
+)
+from pyroute2.netlink.rtnl.ifaddrmsg import ifaddrmsg
+from pyroute2.netlink.rtnl.ifinfmsg import ifinfmsg
+from pyroute2.netlink.rtnl.marshal import MarshalRtnl
+from pyroute2.netlink.rtnl.rtmsg import rtmsg
+
+from babbler.core.errors import KernelError
+from babbler.core.links import AddressChange, Link
+from babbler.daemon.links.events import EventSocket
+from babbler.daemon.links.sysfs import IFA_F_DADFAILED, IFA_F_TENTATIVE, IFF_UP, device_facts
+
+IFA_F_NODAD = 0x02
+RTPROT_BABEL = 42
+RECV_BUFFER = 1 << 20
+
+
+def _link_from(msg: Any) -> Link:
+    info = msg.get_attr("IFLA_LINKINFO")
+    name = msg.get_attr("IFLA_IFNAME")
+    has_device, wireless, driver, speed = device_facts(name)
+    return Link(
+        name=name,
+        index=msg["index"],
+        arp_type=msg["ifi_type"],
+        kind=info.get_attr("IFLA_INFO_KIND") if info else None,
+        has_device=has_device,
+        wireless=wireless,
+        driver=driver,
+        master=msg.get_attr("IFLA_MASTER") or None,
+        up=bool(msg["flags"] & IFF_UP),
+        speed_mbps=speed,
+    )
+
+
+class LinuxKernel:
+    """rtnetlink access for one network namespace (the one the process runs in)."""
+
+    def __init__(self, events_buffer: int = RECV_BUFFER) -> None:
+        # `events_buffer` is the kernel's queue for change events; tests shrink it to make
+        # the kernel drop events (ENOBUFS), which a full re-read must make harmless.
+        self.events = EventSocket(self._open(RTMGRP_LINK | RTMGRP_IPV6_IFADDR, events_buffer))
+        self._requests = self._open(0, RECV_BUFFER)
+        self._lock = trio.Lock()
+        self._seq = 0
+
+    @staticmethod
+    def _open(groups: int, buffer: int) -> trio.socket.SocketType:
+        raw = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
+        raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, buffer)
+        raw.bind((0, groups))
+        return trio.socket.from_stdlib_socket(raw)
+
+    def close(self) -> None:
+        self.events.close()
+        self._requests.close()
+
+    async def _request(self, msg: Any, kind: int, flags: int) -> list[Any]:
+        """Send one request and collect its answer until DONE or the ACK/error."""
+        async with self._lock:
+            self._seq += 1
+            msg["header"]["type"] = kind
+            msg["header"]["flags"] = flags
+            msg["header"]["sequence_number"] = self._seq
+            msg.encode()
+            await self._requests.send(msg.data)
+            marshal = MarshalRtnl()
+            replies: list[Any] = []
+            while True:
+                data = await self._requests.recv(RECV_BUFFER)
+                for reply in marshal.parse(data):
+                    if reply["header"]["sequence_number"] != self._seq:
+                        continue
+                    kind_ = reply["header"]["type"]
+                    if kind_ == NLMSG_DONE:
+                        return replies
+                    if kind_ == NLMSG_ERROR:
+                        code = -(reply["error"] or 0)
+                        if code:
+                            raise KernelError(os.strerror(code), code)
+                        return replies
+                    replies.append(reply)
+
+    async def snapshot(self) -> dict[str, Link]:
+        links_msg = ifinfmsg()
+        links_msg["family"] = socket.AF_UNSPEC
+        links = {
+            m["index"]: _link_from(m)
+            for m in await self._request(links_msg, RTM_GETLINK, NLM_F_REQUEST | NLM_F_DUMP)
+        }
+        addr_msg = ifaddrmsg()
+        addr_msg["family"] = socket.AF_INET6
+        addresses: dict[int, set[IPv6Address]] = {}
+        link_local: set[int] = set()
+        for m in await self._request(addr_msg, RTM_GETADDR, NLM_F_REQUEST | NLM_F_DUMP):
+            address = IPv6Address(m.get_attr("IFA_ADDRESS"))
+            flags = m.get_attr("IFA_FLAGS") or m["flags"]
+            if address.is_link_local:
+                if not flags & (IFA_F_TENTATIVE | IFA_F_DADFAILED):
+                    link_local.add(m["index"])
+            else:
+                addresses.setdefault(m["index"], set()).add(address)
+        out = {}
+        for index, link in links.items():
+            out[link.name] = Link(
+                **{
+                    **link.__dict__,
+                    "link_local": index in link_local,
+                    "addresses": frozenset(addresses.get(index, ())),
+                }
+            )
+        return out
+
+    async def wait_for_change(self) -> None:
+        await self.events.burst()
+
+    def _address_msg(self, change: AddressChange) -> Any:
+        msg = ifaddrmsg()
+        msg["family"] = socket.AF_INET6
+        msg["prefixlen"] = 128
+        msg["index"] = change.index
+        msg["attrs"] = [("IFA_ADDRESS", str(change.address)), ("IFA_FLAGS", IFA_F_NODAD)]
+        return msg
+
+    async def add_address(self, change: AddressChange) -> None:
+        await self._request(
+            self._address_msg(change),
+            RTM_NEWADDR,
+            NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_REPLACE,
+        )
+
+    async def remove_address(self, change: AddressChange) -> None:
+        try:
+            await self._request(self._address_msg(change), RTM_DELADDR, NLM_F_REQUEST | NLM_F_ACK)
+        except KernelError as error:
+            if error.errno not in (errno.EADDRNOTAVAIL, errno.ENODEV):
+                raise
+
+    async def flush_babel_routes(self) -> int:
+        query = rtmsg()
+        query["family"] = socket.AF_INET6
+        routes = [
+            r
+            for r in await self._request(query, RTM_GETROUTE, NLM_F_REQUEST | NLM_F_DUMP)
+            if r["proto"] == RTPROT_BABEL
+        ]
+        for route in routes:
+            await self._delete_route(route)
+        return len(routes)
+
+    async def _delete_route(self, route: Any) -> None:
+        msg = rtmsg()
+        for key in ("family", "dst_len", "src_len", "proto", "type", "scope"):
+            msg[key] = route[key]
+        msg["table"] = route["table"]
+        msg["attrs"] = [
+            (name, route.get_attr(name)) for name in _ROUTE_KEYS if route.get_attr(name) is not None
+        ]
+        try:
+            await self._request(msg, RTM_DELROUTE, NLM_F_REQUEST | NLM_F_ACK)
+        except KernelError as error:
+            if error.errno != errno.ESRCH:
+                raise
+
+
+_ROUTE_KEYS: Iterable[str] = ("RTA_DST", "RTA_SRC", "RTA_TABLE", "RTA_PRIORITY", "RTA_OIF")
+
+
+@asynccontextmanager
+async def open_linux_kernel() -> AsyncIterator[LinuxKernel]:
+    kernel = LinuxKernel()
+    try:
+        yield kernel
+    finally:
+        kernel.close()

@@ -1,0 +1,293 @@
+"""The mesh supervisor: runs babeld sessions while the mesh is active, restarts a failed one
+with back-off, keeps babeld's interface list equal to the usable links, and keeps the mesh
+table. It reports facts through one callback and knows nothing of clients.
+
+Facts are `Applied` (one table entry changed; `.line` is what `monitor` clients get) and
+`MESH_CHANGED` (the mesh state, the babeld process or the interfaces babeld uses changed).
+"""
+
+from __future__ import annotations
+
+import math
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+import structlog
+import trio
+
+from babbler.core.babeld_lines import TableLine
+from babbler.core.errors import BabblerError
+from babbler.core.table import Applied, MeshTable
+from babbler.daemon.babeld.control import BabeldControl, LineCounts, refused
+from babbler.daemon.babeld.launch import Launch
+from babbler.daemon.babeld.session import Ended, Hooks, Session
+from babbler.daemon.links.kernel import Kernel
+from babbler.daemon.wakeup import Backoff, Signal, wait_any
+
+log = structlog.get_logger("babbler.mesh")
+
+# A babeld that ran this long without failing resets the back-off: one that fails at once
+# backs off to 30 s, one that crashes now and then is back within 0.1 s each time.
+STABLE_PERIOD = 5.0
+# While no client watches the table, babeld is not asked to `monitor`: it notifies every route
+# it holds about once per hello, and writing that stream cost babeld 1.5x / 1.7x / 2.4x its
+# own CPU at 8 / 16 / 32 nodes (bench/monitor_cost.py, hello 0.1 s). The table is then read
+# with a `dump` every DUMP_INTERVAL seconds (a route once a second instead of 9.4 times),
+# only where that is cheaper: hello intervals up to DUMP_INTERVAL / 4.
+DUMP_INTERVAL = 1.0
+# Without a watcher this long before babeld stops monitoring: a client that reconnects, or
+# `babblerctl watch` run again, finds babeld still monitoring.
+UNWATCHED_GRACE = 5.0
+BACKOFF_INITIAL = 0.1
+BACKOFF_CAP = 30.0
+
+IDLE = "idle"
+STARTING = "starting"
+RUNNING = "running"
+RESTARTING = "restarting"
+WAITING = "waiting-for-interface"
+
+
+class Changed(Enum):
+    MESH = "mesh"
+
+
+MESH_CHANGED = Changed.MESH
+Fact = Applied | Changed
+
+
+@dataclass
+class MeshHost:
+    """What the supervisor needs from the daemon, passed in rather than reached for."""
+
+    launch: Callable[[str], Launch]  # how to start babeld on this first interface
+    interface_options: Callable[[str], str]  # options of this link's `interface` line
+    usable_names: Callable[[], set[str]]
+    links_changed: Signal
+    kernel: Kernel
+    report: Callable[[Fact], None]
+    # A babeld started before the daemon (early.py), once, if it is still the right one.
+    adopt: Callable[[], tuple[Launch, subprocess.Popen[bytes]] | None] = lambda: None
+    hello_interval: Callable[[], float] = lambda: 0.1  # the configured one (reloadable)
+
+
+class Mesh:
+    def __init__(self, host: MeshHost) -> None:
+        self.host = host
+        self.table = MeshTable()
+        self.state = IDLE
+        self.session: Session | None = None
+        self.version: str | None = None
+        self.restarts = 0
+        self.last_error: str | None = None
+        self.told: dict[str, str] = {}  # interface babeld was told about -> its options
+        self._running_since: float | None = None
+        self.line_counts = LineCounts()  # over every babeld this daemon ran
+        self._unwatched = False  # nobody watches the table: neighbour changes may wait
+        self._unwatched_since = 0.0  # trio time
+        self._watch_changed = Signal()
+        self.monitoring = False  # babeld streams its changes (else: a dump every second)
+
+    @property
+    def my_id(self) -> str | None:
+        """The router id of the babeld that runs or is starting (babblerd picked it)."""
+        session = self.session
+        if session is None:
+            return None
+        return session.greeting.my_id if session.greeting else session.launch.router_id
+
+    def babeld_view(self) -> dict[str, Any]:
+        """babeld's part of `status`; the daemon adds `my_id` (it knows the next one too)."""
+        process = self.session.process if self.session else None
+        return {
+            "pid": process.pid if process and process.returncode is None else None,
+            "version": self.version,
+            "restarts": self.restarts,
+            "last_error": self.last_error,
+        }
+
+    def _set_state(self, state: str) -> None:
+        if state != self.state:
+            log.info("mesh state", mesh=state, previous=self.state)
+            self.state = state
+            self.host.report(MESH_CHANGED)
+
+    def _on_table_line(self, line: TableLine) -> None:
+        applied = self.table.apply(line)
+        if applied is not None:
+            self.host.report(applied)
+
+    def watched(self, watched: bool) -> None:
+        """Whether anyone watches the table (a `monitor` or `watch` client). While nobody
+        does, babeld's neighbour changes wait in the reader until the table is read
+        (`catch_up`) or someone starts watching (babeld/reader.py)."""
+        if self._unwatched == (not watched):
+            return
+        self._unwatched = not watched
+        if self._unwatched and self.session is not None:
+            self._unwatched_since = trio.current_time()
+        control = self.session.control if self.session else None
+        if control is not None:
+            control.hold(self._unwatched)
+        self._watch_changed.notify()
+
+    def catch_up(self) -> None:
+        """Bring the table up to what babeld has said, before reading it."""
+        control = self.session.control if self.session else None
+        if control is not None:
+            control.catch_up()
+
+    def restart_babeld(self, reason: str) -> None:
+        """End the running babeld session; the next one starts at once (not a failure)."""
+        if self.session is not None:
+            self.session.end(Ended(reason, failed=False))
+
+    # -- supervision -------------------------------------------------------------------------
+
+    async def run_while_active(self) -> None:
+        """Run babeld until cancelled, restarting it with back-off. Leaves no babeld behind."""
+        backoff = Backoff(BACKOFF_INITIAL, BACKOFF_CAP)
+        try:
+            while True:
+                first = await self._wait_for_interface()
+                self._set_state(STARTING if self.state in (IDLE, WAITING) else RESTARTING)
+                ended = await self._one_session(first)
+                stable = self._running_since is not None and (
+                    trio.current_time() - self._running_since >= STABLE_PERIOD
+                )
+                self._running_since = None
+                if not ended.failed:
+                    log.info("restarting babeld", reason=ended.reason)
+                    continue
+                self.last_error = ended.reason
+                log.error("babeld failed", error=ended.reason, restarts=self.restarts + 1)
+                self.restarts += 1
+                if stable:
+                    backoff.reset()
+                delay = backoff.next()
+                self._set_state(RESTARTING)
+                self.host.report(MESH_CHANGED)
+                log.info("restarting babeld", delay=delay)
+                await trio.sleep(delay)
+        finally:
+            self._set_state(IDLE)
+
+    async def _one_session(self, first: str) -> Ended:
+        adopted = self.host.adopt()
+        launch, started = adopted if adopted else (self.host.launch(first), None)
+        session = Session(launch, self.host.kernel.flush_babel_routes, self.line_counts, started)
+        self.session = session
+        self.told = {session.launch.first_interface: session.launch.interface_options}
+        hooks = Hooks(
+            on_line=self._on_table_line,
+            on_spawned=lambda: self.host.report(MESH_CHANGED),
+            on_reconnect=self.table.begin_resync,
+            follow=self._follow,
+            unwatched=lambda: self._unwatched,
+        )
+        try:
+            return await session.run(hooks)
+        except (BabblerError, OSError) as error:
+            # OSError: the private directory or babeld's files went wrong under us; the
+            # daemon stays up and retries like any other failed start.
+            return Ended(str(error))
+        finally:
+            self.session = None
+            self.monitoring = False
+            self.told.clear()
+            for applied in self.table.flush_all():
+                self.host.report(applied)
+            self.host.report(MESH_CHANGED)
+
+    async def _wait_for_interface(self) -> str:
+        while True:
+            event = self.host.links_changed.event()
+            usable = sorted(self.host.usable_names())
+            if usable:
+                return usable[0]
+            if self.state != RESTARTING:
+                self._set_state(WAITING)
+            await event.wait()
+
+    async def _follow(self, control: BabeldControl) -> None:
+        """babeld accepted `monitor` (and has dumped its table): keep its interfaces equal
+        to the usable links. After a reconnection, entries the new dump lacks are flushed."""
+        for applied in self.table.end_resync():
+            self.host.report(applied)
+        self.monitoring = True
+        self._unwatched_since = trio.current_time()  # the grace counts from here too
+        self.version = control.greeting.version
+        if self._running_since is None:
+            self._running_since = trio.current_time()
+        self._set_state(RUNNING)
+        self.host.report(MESH_CHANGED)
+        next_dump = 0.0
+        while True:
+            links = self.host.links_changed.event()
+            watchers = self._watch_changed.event()
+            await self._sync_interfaces(control)
+            next_dump, wait = await self._read_table(control, next_dump)
+            with trio.move_on_after(wait):
+                await wait_any((links, watchers))
+
+    async def _read_table(self, control: BabeldControl, next_dump: float) -> tuple[float, float]:
+        """Monitor while someone watches (or where dumps would cost more), else dump every
+        DUMP_INTERVAL. Returns when the next dump is due and how long to wait for it."""
+        now = trio.current_time()
+        dumping_pays = self.host.hello_interval() * 4 <= DUMP_INTERVAL
+        if not (self._unwatched and dumping_pays):
+            if not self.monitoring:  # the snapshot flushes what changed meanwhile
+                reply = await control.snapshot("monitor")
+                if not reply.ok:
+                    raise refused("monitor", reply)
+                self.monitoring = True
+                log.info("babeld monitoring", watched=not self._unwatched)
+            return next_dump, math.inf
+        if self.monitoring:
+            left = self._unwatched_since + UNWATCHED_GRACE - now
+            if left > 0:
+                return next_dump, left
+            await control.require("unmonitor")
+            self.monitoring = False
+            log.info("babeld not monitoring: nobody watches", dump_interval=DUMP_INTERVAL)
+            next_dump = now
+        if now >= next_dump:
+            await control.snapshot("dump")
+            next_dump = trio.current_time() + DUMP_INTERVAL
+        return next_dump, next_dump - trio.current_time()
+
+    async def _sync_interfaces(self, control: BabeldControl) -> None:
+        """Tell babeld about new usable links, forget gone ones, and re-tell a link whose
+        options changed (its cost followed a new speed): babeld ignores new options for a
+        known interface, so it is flushed and added again."""
+        usable = self.host.usable_names()
+        changed = False
+        for name in sorted(usable):
+            options = self.host.interface_options(name)
+            if self.told.get(name) == options:
+                continue
+            if name in self.told:
+                await control.request(f"flush interface {name}")
+                del self.told[name]
+                log.info("babeld interface options changed", interface=name, options=options)
+            reply = await control.request(f"interface {name} {options}")
+            if reply.ok:
+                self.told[name] = options
+                changed = True
+                log.info("babeld interface added", interface=name, options=options)
+            else:
+                log.warning(
+                    "babeld refused interface",
+                    interface=name,
+                    reply=f"{reply.status} {reply.message}".strip(),
+                )
+        for name in sorted(self.told.keys() - usable):
+            reply = await control.request(f"flush interface {name}")
+            del self.told[name]
+            changed = True
+            log.info("babeld interface removed", interface=name, reply=reply.status)
+        if changed:
+            self.host.report(MESH_CHANGED)

@@ -1,0 +1,102 @@
+"""Node info (DESIGN.md "Node info over the mesh"): what a node tells other nodes about
+itself, and who may ask how often. Pure.
+
+The answer is one JSON object of at most ANSWER_CAP bytes: node id, name, version, uptime,
+node address, the links babeld uses (kind, speed, cost), the neighbours as node ids where
+the table tells (a neighbour is the node whose own range it announces with refmetric 0),
+and the user's `[info]` fields.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from ipaddress import IPv6Address
+from typing import Any
+
+from babbler.core.addressing import MESH_PREFIX, format_node_id
+from babbler.core.views import Facts, interfaces, neighbour_nodes
+
+ANSWER_CAP = 16 * 1024  # bytes, newline included
+REQUEST = b"info"
+
+
+def neighbours(facts: Facts) -> list[dict[str, Any]]:
+    """babeld's neighbours, each with the node id it announces as its own (None until a
+    route from it says)."""
+    nodes = neighbour_nodes(facts.table)
+    return [
+        {
+            "node_id": nodes.get((entry.field("address"), entry.field("if"))),
+            "interface": entry.field("if"),
+            "address": entry.field("address"),
+        }
+        for entry in facts.table.entries("neighbour")
+    ]
+
+
+def answer(
+    facts: Facts,
+    name: str,
+    fields: tuple[tuple[str, str | int | float | bool], ...],
+    uptime_s: float,
+    node_address: IPv6Address,
+) -> dict[str, Any]:
+    return {
+        "node_id": format_node_id(facts.node_id),
+        "name": name,
+        "version": facts.version,
+        "uptime_s": round(uptime_s, 1),
+        "node_address": str(node_address),
+        "interfaces": [
+            {k: i[k] for k in ("name", "kind", "speed_mbps", "cost")}
+            for i in interfaces(facts)
+            if i["babel"]
+        ],
+        "neighbours": neighbours(facts),
+        "info": dict(fields),
+    }
+
+
+def encode(value: dict[str, Any]) -> bytes:
+    """One JSON line, never over ANSWER_CAP: lists are shortened (and `truncated` set)
+    until it fits."""
+    value = dict(value)
+    while True:
+        data = (json.dumps(value, separators=(",", ":")) + "\n").encode()
+        if len(data) <= ANSWER_CAP:
+            return data
+        value["truncated"] = True
+        longest = max(("interfaces", "neighbours"), key=lambda k: len(value[k]))
+        if value[longest]:
+            value[longest] = value[longest][: len(value[longest]) // 2]
+        elif value["info"]:
+            value["info"] = {}
+        else:  # cannot happen with the settings' limits; never send more than the cap
+            return data[: ANSWER_CAP - 1] + b"\n"
+
+
+def from_the_mesh(source: IPv6Address) -> bool:
+    """Only nodes of the mesh may ask (their mesh addresses are the sources)."""
+    return source in MESH_PREFIX
+
+
+@dataclass
+class RateLimit:
+    """A token bucket per source: `rate` requests a second, bursts of `burst`; at most
+    `sources` sources are remembered (the least recently seen is forgotten first)."""
+
+    rate: float = 2.0
+    burst: float = 10.0
+    sources: int = 4096
+    _buckets: OrderedDict[Any, tuple[float, float]] = field(default_factory=OrderedDict)
+
+    def allow(self, source: Any, now: float) -> bool:
+        tokens, then = self._buckets.pop(source, (self.burst, now))
+        tokens = min(self.burst, tokens + (now - then) * self.rate)
+        allowed = tokens >= 1.0
+        self._buckets[source] = (tokens - 1.0 if allowed else tokens, now)
+        while len(self._buckets) > self.sources:
+            self._buckets.popitem(last=False)
+        return allowed

@@ -1,0 +1,198 @@
+"""The other nodes of the mesh, by machine: which are routed, what their node info said, and
+when to ask them again. Pure: the daemon feeds routes and answers, and asks `due()` whom to
+fetch; `view()` is `status.nodes`, `events()` the `watch` events between two views.
+
+A node is routed when babeld has a usable route to its node address (range | 0, which every
+babblerd announces while its mesh runs). It is asked for its info when that route appears,
+then every REFRESH seconds; a failed ask is retried after RETRY seconds. A node that loses its
+route stays listed, unreachable, for FORGET seconds (a cable pulled and put back keeps its
+name), then is forgotten.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+from ipaddress import IPv6Network
+from typing import Any
+
+from babbler.core.addressing import format_node_id, node_address, node_id_of
+from babbler.core.nodediff import node_changes
+from babbler.core.table import is_usable
+
+REFRESH = 60.0
+RETRY = 5.0
+FORGET = 600.0
+# A node whose own links changed (a link address of its range appeared or went) is asked
+# again this long after: its answer names its neighbours, which the picture and `path` are
+# made of; without this they were up to REFRESH old after a cable was pulled. Long enough
+# for the node's babeld to have dropped the neighbours of the link, short beside REFRESH.
+RELINKED = 1.0
+
+
+@dataclass
+class Known:
+    """One other node as this one knows it."""
+
+    node_id: int
+    route: dict[str, Any] | None = None  # the usable route to its node address, if any
+    info: dict[str, Any] | None = None  # its last answer
+    fetched_at: float | None = None  # when `info` came
+    asked_at: float | None = None  # when it was last asked (answered or not)
+    error: str | None = None  # why the last ask failed
+    lost_at: float | None = None  # when its route went away
+    in_flight: bool = False  # being asked now
+    links: frozenset[str] = frozenset()  # the routed addresses of its range (its links)
+    relinked_at: float | None = None  # when `links` last changed after it had answered
+
+
+def routed(routes: list[dict[str, Any]]) -> dict[int, tuple[dict[str, Any], frozenset[str]]]:
+    """Node id -> (the usable route to its node address, every usable /128 route inside its
+    range: its node address and one address per link it has up, a link going down taking
+    its address's route with it), from `status.routes`-like views. One pass; only nodes
+    whose node address is routed."""
+    to_node: dict[int, dict[str, Any]] = {}
+    links: dict[int, set[str]] = {}
+    for route in routes:
+        prefix = route.get("prefix")
+        if not prefix or not is_usable(route):
+            continue
+        of = _node_of(prefix)
+        if of is None:
+            continue
+        node, is_node_address = of
+        links.setdefault(node, set()).add(prefix)
+        if is_node_address:
+            to_node[node] = route
+    return {node: (route, frozenset(links[node])) for node, route in to_node.items()}
+
+
+@lru_cache(maxsize=65536)
+def _node_of(prefix: str) -> tuple[int, bool] | None:
+    """(node id, whether it is the node address) of a /128 inside a node range, else None.
+    Cached: the same few hundred prefixes come on every route change of a large mesh."""
+    try:
+        network = IPv6Network(prefix, strict=False)
+    except ValueError:
+        return None
+    node = node_id_of(network.network_address)
+    if node is None or network.prefixlen != 128:
+        return None
+    return node, network.network_address == node_address(node)
+
+
+def _neighbours(info: dict[str, Any] | None) -> list[dict[str, Any]]:
+    listed = (info or {}).get("neighbours")
+    return [n for n in listed if isinstance(n, dict)] if isinstance(listed, list) else []
+
+
+@dataclass
+class NodeBook:
+    me: int
+    nodes: dict[int, Known] = field(default_factory=dict)
+
+    def update_routes(self, routes: list[dict[str, Any]], now: float) -> None:
+        live = routed(routes)
+        live.pop(self.me, None)
+        for node, (route, links) in live.items():
+            known = self.nodes.setdefault(node, Known(node))
+            if known.route is None:  # (re)appeared: ask at once
+                known.asked_at = None
+            elif links != known.links and known.fetched_at is not None:
+                known.relinked_at = now
+            known.route, known.lost_at, known.links = route, None, links
+        for known in list(self.nodes.values()):
+            if known.node_id not in live and known.route is not None:
+                known.route, known.lost_at = None, now
+            if known.lost_at is not None and now - known.lost_at >= FORGET:
+                del self.nodes[known.node_id]
+
+    @staticmethod
+    def _due_at(known: Known) -> float | None:
+        """When to ask this node next: at once (-inf), at a time, or None (not routed)."""
+        if known.route is None or known.in_flight:
+            return None
+        if known.asked_at is None:
+            return float("-inf")
+        if known.error is not None:
+            return known.asked_at + RETRY
+        if known.fetched_at is not None:
+            # An answer that could not yet name all its neighbours (asked as the mesh came
+            # up) is asked again soon: the picture of the mesh is made of these names.
+            unnamed = any(n.get("node_id") is None for n in _neighbours(known.info))
+            at = known.fetched_at + (RETRY if unnamed else REFRESH)
+            if known.relinked_at is not None and known.relinked_at >= known.asked_at:
+                at = min(at, known.relinked_at + RELINKED)
+            return at
+        return None
+
+    def due(self, now: float) -> list[int]:
+        """Routed nodes to ask now."""
+        return [
+            known.node_id
+            for known in self.nodes.values()
+            if (at := self._due_at(known)) is not None and at <= now
+        ]
+
+    def next_due(self) -> float | None:
+        """When `due` will next name a node (None: only a route change will)."""
+        times = [at for known in self.nodes.values() if (at := self._due_at(known)) is not None]
+        return min(times, default=None)
+
+    def asking(self, node: int, now: float) -> None:
+        if node in self.nodes:
+            self.nodes[node].asked_at, self.nodes[node].in_flight = now, True
+
+    def answered(self, node: int, info: dict[str, Any], now: float) -> None:
+        if node in self.nodes:
+            known = self.nodes[node]
+            known.info, known.fetched_at, known.error = info, now, None
+            known.in_flight = False
+
+    def failed(self, node: int, error: str) -> None:
+        if node in self.nodes:
+            self.nodes[node].error, self.nodes[node].in_flight = error, False
+
+    def view(self, now: float) -> list[dict[str, Any]]:
+        """`status.nodes`: every other node known, reachable ones first, by name."""
+        out = []
+        for known in self.nodes.values():
+            info = known.info or {}
+            route = known.route or {}
+            out.append(
+                {
+                    "node_id": format_node_id(known.node_id),
+                    "name": info.get("name"),
+                    "node_address": str(node_address(known.node_id)),
+                    "reachable": known.route is not None,
+                    "metric": route.get("metric"),
+                    "interface": route.get("interface"),
+                    "via": route.get("via"),
+                    "version": info.get("version"),
+                    "info": info.get("info", {}),
+                    "neighbours": [
+                        {"node_id": n.get("node_id"), "interface": n.get("interface")}
+                        for n in _neighbours(known.info)
+                    ],
+                    "links": [
+                        {k: i.get(k) for k in ("name", "kind", "speed_mbps", "cost")}
+                        for i in info.get("interfaces") or []
+                        if isinstance(i, dict)
+                    ],
+                    "info_age_s": (
+                        None if known.fetched_at is None else round(now - known.fetched_at, 1)
+                    ),
+                    "error": known.error,
+                }
+            )
+        out.sort(key=lambda n: (not n["reachable"], n["name"] or "~", n["node_id"]))
+        return out
+
+
+def events(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`watch` node events between two `view`s (nodediff.py says when a node is up, down or
+    changed)."""
+    return [
+        {"type": "node", "action": action, "node": dict(view)}
+        for action, view in node_changes(before, after)
+    ]

@@ -1,0 +1,280 @@
+"""`babbler-lab`: the command line over `babbler.lab.Lab` (needs root)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from babbler import __version__
+from babbler.client import NotRunning, parse_status
+from babbler.core.config import DEFAULT_HELLO_INTERVAL, MAX_HELLO_INTERVAL, MIN_HELLO_INTERVAL
+from babbler.core.errors import BabblerError
+from babbler.core.graph import Graph, to_dot
+from babbler.core.table import is_usable
+from babbler.ctl.main import render_path, render_status, render_svg, run_command
+from babbler.lab import TOPOLOGIES, Lab, LabError, Node, farthest
+from babbler.lab.capacity import too_big
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+# -- command line ------------------------------------------------------------------------------
+
+
+def _guard(fn: Callable[[], object]) -> None:
+    run_command("babbler-lab", fn)
+
+
+def _need_root() -> None:
+    if os.geteuid() != 0:
+        click.echo("babbler-lab: must run as root (it creates network namespaces)", err=True)
+        sys.exit(1)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--name",
+    default="lab",
+    show_default=True,
+    envvar="BABBLER_LAB",
+    help="lab name: namespaces are bbl-NAME-n1..., files /tmp/babbler-lab/NAME",
+)
+@click.version_option(__version__, prog_name="babbler-lab")
+@click.pass_context
+def main(ctx: click.Context, name: str) -> None:
+    """A babbler mesh of N nodes in network namespaces, with real babeld (needs root).
+
+    \b
+    babbler-lab up --nodes 4 --topology ring --wait 60
+    babbler-lab status n1
+    babbler-lab exec n1 -- ping -c 3 fde0:20c6:1fa7:ffff:...
+    babbler-lab down
+    """
+    ctx.obj = name
+
+
+def _bring_up(
+    name: str, nodes: int, topology: str, hello: float | None, mode: str, wait: float | None
+) -> Lab:
+    daemon_args = ["--mode", mode] + (["--hello-interval", f"{hello:g}"] if hello else [])
+    warning = too_big(nodes, hello or DEFAULT_HELLO_INTERVAL, os.cpu_count() or 1)
+    if warning:
+        click.echo(f"babbler-lab: note: {warning}", err=True)
+    started = time.monotonic()
+    lab = Lab.create(name, nodes, topology, daemon_args)
+    try:
+        lab.start_all()
+        click.echo(
+            f"lab {name}: {nodes} nodes, {topology}, babblerd serving on all "
+            f"({time.monotonic() - started:.2f} s)"
+        )
+        if wait:
+            lab.wait_reachable(wait)
+            click.echo(
+                f"lab {name}: every node reaches every other "
+                f"({time.monotonic() - started:.2f} s after up)"
+            )
+    except BaseException:
+        lab.down()
+        raise
+    return lab
+
+
+up_options = [
+    click.option(
+        "--nodes",
+        default=4,
+        show_default=True,
+        type=click.IntRange(1, 64),
+        help="how many nodes (network namespaces)",
+    ),
+    click.option(
+        "--topology",
+        default="ring",
+        show_default=True,
+        type=click.Choice(TOPOLOGIES),
+        help="how the nodes are wired: n1-n2-...; a ring closes it; a star wires all to n1",
+    ),
+    click.option(
+        "--hello-interval",
+        type=click.FloatRange(MIN_HELLO_INTERVAL, MAX_HELLO_INTERVAL),
+        default=None,
+        help="babblerd --hello-interval in seconds [default: babblerd's]",
+    ),
+    click.option(
+        "--mode",
+        default="always",
+        show_default=True,
+        type=click.Choice(["always", "on-demand"]),
+        help="babblerd --mode on every node",
+    ),
+]
+
+
+def _with(options: list[Callable[[F], F]]) -> Callable[[F], F]:
+    """Apply a shared list of click options (for commands that take the same ones)."""
+
+    def apply(fn: F) -> F:
+        for option in reversed(options):
+            fn = option(fn)
+        return fn
+
+    return apply
+
+
+@main.command()
+@click.pass_obj
+@_with(up_options)
+@click.option(
+    "--wait",
+    type=float,
+    default=None,
+    metavar="SECONDS",
+    help="wait until every node pings every other, at most this long",
+)
+def up(
+    name: str,
+    nodes: int,
+    topology: str,
+    hello_interval: float | None,
+    mode: str,
+    wait: float | None,
+) -> None:
+    """Create the namespaces and links and start babblerd on every node."""
+    if mode == "on-demand" and wait:
+        raise click.UsageError(
+            "--wait needs the mesh up, and an on-demand node runs it only while something "
+            "on it subscribes: use --mode always, or run `babblerctl watch` on every node"
+        )
+    _need_root()
+    _guard(lambda: _bring_up(name, nodes, topology, hello_interval, mode, wait))
+
+
+@main.command("status")
+@click.pass_obj
+@click.argument("node", required=False)
+def lab_status(name: str, node: str | None) -> None:
+    """babblerctl status of NODE (n1, n2...), or one line per node."""
+
+    def go() -> None:
+        lab = Lab.load(name)
+        if node:
+            click.echo(render_status(parse_status(lab.status(lab.node(node)))))
+            return
+        for n in lab.nodes:
+            try:
+                s = lab.status(n)
+                usable = sum(1 for r in s["routes"] if is_usable(r))
+                click.echo(
+                    f"{n.name}  {s['node_id']}  mesh {s['mesh']:<8}  "
+                    f"neighbours {len(s['neighbours'])}  usable routes {usable}"
+                )
+            except NotRunning:
+                click.echo(f"{n.name}  not running")
+
+    _guard(go)
+
+
+@main.command("exec", context_settings={"ignore_unknown_options": True})
+@click.pass_obj
+@click.argument("node")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def lab_exec(name: str, node: str, command: tuple[str, ...]) -> None:
+    """Run COMMAND inside NODE's namespace: babbler-lab exec n1 -- ping fde0:..."""
+    _need_root()
+
+    def go() -> None:
+        target = Lab.load(name).node(node)
+        os.environ["BABBLER_SOCKET"] = str(target.socket)  # babblerctl talks to this node
+        os.execvp("ip", ["ip", "netns", "exec", target.netns, *command])
+
+    _guard(go)
+
+
+@main.command()
+@click.pass_obj
+def down(name: str) -> None:
+    """Stop the lab's daemons and delete its namespaces and files."""
+    _need_root()
+    _guard(lambda: Lab.load(name).down())
+    click.echo(f"lab {name}: down")
+
+
+@main.command()
+@click.pass_obj
+@_with(up_options)
+def demo(name: str, nodes: int, topology: str, hello_interval: float | None, mode: str) -> None:
+    """Up a mesh, show node 1's status, ping the farthest node's node address, tear it all
+    down."""
+    _need_root()
+
+    def go() -> None:
+        lab = _bring_up(name, nodes, topology, hello_interval, mode, wait=60)
+        try:
+            first = lab.nodes[0]
+            started = time.monotonic()
+            if lab.wait_settled(first):
+                click.echo(
+                    f"lab {name}: {first.name}'s routes settled on the shortest paths "
+                    f"({time.monotonic() - started:.2f} s later)"
+                )
+            status = _with_infos(lab, first)
+            click.echo(f"\n$ babblerctl status --socket {first.socket}")
+            click.echo(render_status(parse_status(status)))
+            far = lab.nodes[farthest(lab) - 1]
+            address = lab.status(far)["node_address"]
+            click.echo(
+                f"\n$ babbler-lab exec {first.name} -- ping -c 3 {address}   "
+                f"# {far.name}'s node address (babblerctl ip), the farthest node"
+            )
+            result = lab.exec(first, "ping", "-6", "-c", "3", "-i", "0.2", address)
+            click.echo(result.stdout.rstrip() or result.stderr.rstrip())
+            if result.returncode != 0:
+                raise LabError(f"ping from {first.name} to {far.name} failed")
+            click.echo(f"\n$ babblerctl path {far.name}")
+            click.echo(render_path(parse_status(status), far.name))
+            _draw(status)
+        finally:
+            lab.down()
+            click.echo(f"\nlab {name}: down")
+
+    _guard(go)
+
+
+def _with_infos(lab: Lab, node: Node) -> dict[str, Any]:
+    """The node's status once every other node is listed, its info in and naming all its
+    neighbours (or after 15 s): what the status and the picture show."""
+
+    def complete(status: dict[str, Any]) -> bool:
+        return len(status["nodes"]) == len(lab.nodes) - 1 and not any(
+            n["name"] is None or any(m["node_id"] is None for m in n["neighbours"])
+            for n in status["nodes"]
+        )
+
+    deadline = time.monotonic() + 15
+    status = lab.status(node)
+    while not complete(status) and time.monotonic() < deadline:
+        time.sleep(0.2)
+        status = lab.status(node)
+    return status
+
+
+def _draw(status: dict[str, Any]) -> None:
+    """The mesh as node 1 sees it, into mesh.svg."""
+    out = Path("mesh.svg").resolve()
+    click.echo(f"\n$ babblerctl graph --svg {out.name}")
+    try:
+        render_svg(to_dot(Graph.from_status(status)), out)
+    except BabblerError as error:
+        click.echo(f"(no picture: {error})")
+        return
+    click.echo(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
