@@ -1,6 +1,6 @@
 """babblerd's side of the bench responder: run it as its own unprivileged process on the
-node address while the mesh runs, restart it if it exits, never leave it behind (it is
-forked like babeld: it gets SIGKILL when babblerd dies, babeld/launch.py)."""
+node address while the mesh runs, restart it if it exits, never leave it behind (it is a
+child like babeld: daemon/spawn.py, daemon/children.py)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,10 @@ import os
 import sys
 
 import structlog
-import trio
 
-from babbler.core.errors import EnvironmentProblem
-from babbler.daemon.babeld.launch import nobody_can_run, spawn
-from babbler.daemon.babeld.process import BabeldProcess
+from babbler.core.backoff import Backoff
+from babbler.daemon.children import keep_running
+from babbler.daemon.spawn import nobody_can_run, spawn
 
 log = structlog.get_logger("babbler.bench")
 
@@ -34,26 +33,8 @@ async def run_responder(address: str, port: int) -> None:
             "this Python (install babbler where every user can read it to run it as nobody)",
             python=sys.executable,
         )
-    pause = FIRST_PAUSE
-    while True:
-        started = trio.current_time()
-        try:
-            child = BabeldProcess(spawn(command(address, port), unprivileged=True), "bench")
-        except EnvironmentProblem as problem:  # never the daemon's end: the bench is extra
-            log.error("bench responder not started", error=str(problem), pause=pause)
-            await trio.sleep(pause)
-            pause = min(pause * 2, MAX_PAUSE)
-            continue
-        log.info("bench responder started", pid=child.pid, address=address, port=port)
-        try:
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(child.pump_output)
-                status = await child.wait()
-        finally:
-            with trio.CancelScope(shield=True):
-                await child.stop()
-        if trio.current_time() - started >= STEADY:
-            pause = FIRST_PAUSE
-        log.warning("bench responder exited", status=status, output=child.output(), pause=pause)
-        await trio.sleep(pause)
-        pause = min(pause * 2, MAX_PAUSE)
+    log.info("bench responder", address=address, port=port)
+    backoff = Backoff(FIRST_PAUSE, MAX_PAUSE, stable=STEADY)  # extra: never the daemon's end
+    await keep_running(
+        lambda: spawn(command(address, port), unprivileged=True), "bench responder", backoff
+    )

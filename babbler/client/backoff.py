@@ -1,14 +1,15 @@
-"""When and how a `watch` reconnects (pure): `Backoff` says how long to wait between tries,
-doubling from `first` to `cap`, with jitter so that many clients of a restarted daemon do
-not all come back at once; `Reconnecting` is the policy the blocking and async clients share."""
+"""When and how a `watch` reconnects (pure): `Backoff` says how long to wait between tries
+(babbler's one back-off, core/backoff.py, with a client's numbers: jitter, so that many
+clients of a restarted daemon do not all come back at once); `Reconnecting` is the policy
+the blocking and async clients share."""
 
 from __future__ import annotations
 
-import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from babbler.client.errors import ClientError
 from babbler.client.model import Event, Lost, Snapshot
+from babbler.core import backoff as core_backoff
 
 FIRST = 0.1  # a restarting babblerd serves again within ~0.1-0.3 s (docs/benchmarks.md)
 CAP = 5.0  # a stopped one: try every few seconds, no more
@@ -16,22 +17,12 @@ JITTER = 0.2  # +-20 %
 
 
 @dataclass
-class Backoff:
+class Backoff(core_backoff.Backoff):
+    """The reconnect back-off (core/backoff.py), with a client's numbers."""
+
     first: float = FIRST
     cap: float = CAP
     jitter: float = JITTER
-    _next: float = field(default=0.0, init=False)
-    _random: random.Random = field(default_factory=random.Random, repr=False)
-
-    def delay(self) -> float:
-        """The pause before the next try; each is about twice the one before, up to `cap`."""
-        base = self._next or self.first
-        self._next = min(base * 2, self.cap)
-        return base * (1 + self._random.uniform(-self.jitter, self.jitter))
-
-    def reset(self) -> None:
-        """After a success: the next failure waits `first` again."""
-        self._next = 0.0
 
 
 class Reconnecting:

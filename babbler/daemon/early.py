@@ -32,11 +32,11 @@ from babbler.daemon.babeld.launch import (
     BabeldFiles,
     Launch,
     interface_options,
-    spawn,
     write_private,
 )
 from babbler.daemon.links.sysfs import read_links
 from babbler.daemon.nodeid import NodeId
+from babbler.daemon.spawn import spawn
 
 # How long an early babeld that is not adopted gets to exit on SIGTERM.
 STOP_GRACE = 2.0

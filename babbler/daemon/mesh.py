@@ -19,13 +19,14 @@ import structlog
 import trio
 
 from babbler.core.babeld_lines import TableLine
+from babbler.core.backoff import Backoff
 from babbler.core.errors import BabblerError
 from babbler.core.table import Applied, MeshTable
 from babbler.daemon.babeld.control import BabeldControl, LineCounts, refused
 from babbler.daemon.babeld.launch import Launch
 from babbler.daemon.babeld.session import Ended, Hooks, Session
 from babbler.daemon.links.kernel import Kernel
-from babbler.daemon.wakeup import Backoff, Signal, wait_any
+from babbler.daemon.wakeup import Signal, wait_any
 
 log = structlog.get_logger("babbler.mesh")
 
@@ -149,14 +150,16 @@ class Mesh:
 
     async def run_while_active(self) -> None:
         """Run babeld until cancelled, restarting it with back-off. Leaves no babeld behind."""
-        backoff = Backoff(BACKOFF_INITIAL, BACKOFF_CAP)
+        backoff = Backoff(BACKOFF_INITIAL, BACKOFF_CAP, stable=STABLE_PERIOD)
         try:
             while True:
                 first = await self._wait_for_interface()
                 self._set_state(STARTING if self.state in (IDLE, WAITING) else RESTARTING)
                 ended = await self._one_session(first)
-                stable = self._running_since is not None and (
-                    trio.current_time() - self._running_since >= STABLE_PERIOD
+                ran = (
+                    0.0
+                    if self._running_since is None
+                    else trio.current_time() - self._running_since
                 )
                 self._running_since = None
                 if not ended.failed:
@@ -165,9 +168,8 @@ class Mesh:
                 self.last_error = ended.reason
                 log.error("babeld failed", error=ended.reason, restarts=self.restarts + 1)
                 self.restarts += 1
-                if stable:
-                    backoff.reset()
-                delay = backoff.next()
+                backoff.ran(ran)
+                delay = backoff.delay()
                 self._set_state(RESTARTING)
                 self.host.report(MESH_CHANGED)
                 log.info("restarting babeld", delay=delay)

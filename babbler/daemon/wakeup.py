@@ -1,4 +1,4 @@
-"""Small trio synchronisation helpers."""
+"""trio wake-ups: `Signal`, a broadcast a waiter cannot miss, and `wait_any`."""
 
 from __future__ import annotations
 
@@ -24,22 +24,6 @@ class Signal:
     def notify(self) -> None:
         self._event.set()
         self._event = trio.Event()
-
-
-class Backoff:
-    """Exponential back-off: initial, doubled each time, capped; `reset` after stability."""
-
-    def __init__(self, initial: float = 0.1, cap: float = 30.0, factor: float = 2.0) -> None:
-        self.initial, self.cap, self.factor = initial, cap, factor
-        self._next = initial
-
-    def next(self) -> float:
-        delay = self._next
-        self._next = min(self._next * self.factor, self.cap)
-        return delay
-
-    def reset(self) -> None:
-        self._next = self.initial
 
 
 async def wait_any(events: Iterable[trio.Event]) -> None:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from babbler.client import Disconnected, NotRunning, ask
-from babbler.daemon.babeld.process import process_name
+from babbler.daemon.spawn import process_name
 from babbler.lab.topology import LabError
 
 STOP_TIMEOUT = 5.0

@@ -22,13 +22,13 @@ from babbler.core.config import Config
 from babbler.core.lines import TOO_LONG
 from babbler.core.links import Link
 from babbler.daemon import paths, routerids
-from babbler.daemon.babeld.launch import Launch, interface_options, spawn, write_private
-from babbler.daemon.babeld.process import process_name
+from babbler.daemon.babeld.launch import Launch, interface_options, write_private
 from babbler.daemon.cli import load_config
 from babbler.daemon.early import Early
 from babbler.daemon.lifecycle import Daemon
 from babbler.daemon.linereader import LineReader
 from babbler.daemon.nodeid import NodeId
+from babbler.daemon.spawn import process_name, spawn
 from tests.fakes.kernel import FakeKernel
 
 FAKE = Path(__file__).parent.parent / "fakes" / "fake_babeld.py"

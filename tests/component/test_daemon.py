@@ -13,8 +13,8 @@ import trio
 
 from babbler.core.addressing import interface_address
 from babbler.core.config import DEFAULT_HELLO_INTERVAL
-from babbler.daemon import fanout, mesh
-from babbler.daemon.babeld import control, process, session
+from babbler.daemon import children, fanout, mesh
+from babbler.daemon.babeld import control, session
 from tests.component.harness import NODE, alive, connect, eventually, running, veth
 from tests.fakes.kernel import FakeKernel
 
@@ -331,7 +331,7 @@ async def test_sighup_reload_applies_the_file_and_a_bad_file_changes_nothing(
 
 
 async def test_babeld_ignoring_sigterm_is_killed_at_stop(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(process, "STOP_GRACE", 0.3)
+    monkeypatch.setattr(children, "STOP_GRACE", 0.3)
     kernel = FakeKernel(veth("v1x2", 2))
     async with running(kernel, fake_mode="stubborn", mode="always") as (daemon, fake):
         await eventually(lambda: daemon.mesh.state == "running")

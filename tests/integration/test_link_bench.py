@@ -17,7 +17,7 @@ from typing import Any
 
 from babbler.bench.wire import DEFAULT_PORT, percentile
 from babbler.client import Client
-from babbler.daemon.babeld.process import process_name
+from babbler.daemon.spawn import process_name
 from babbler.lab import Lab, Node
 from tests.integration.helpers import WAIT, LabFactory, until
 from tests.needs import tool

@@ -1,5 +1,5 @@
-"""babeld's process handling as it runs on macOS (no pidfd, no /proc, no PDEATHSIG), exercised
-here by turning the Linux paths off."""
+"""Child processes (babeld, the bench responder) as they run on macOS (no pidfd, no /proc,
+no PDEATHSIG), exercised here by turning the Linux paths off."""
 
 from __future__ import annotations
 
@@ -10,18 +10,19 @@ from pathlib import Path
 import pytest
 import trio
 
-from babbler.daemon.babeld import process
-from babbler.daemon.babeld.launch import spawn
-from babbler.daemon.babeld.process import BabeldProcess, clear_stale
+from babbler.daemon import children, spawn
+from babbler.daemon.babeld.process import clear_stale
+from babbler.daemon.children import Child
 
 
 @pytest.fixture(autouse=True)
 def like_macos(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(process, "IS_LINUX", False)
+    monkeypatch.setattr(children, "IS_LINUX", False)
+    monkeypatch.setattr(spawn, "IS_LINUX", False)
 
 
 async def test_exit_is_seen_by_polling() -> None:
-    child = BabeldProcess(spawn(["sh", "-c", "echo bye; exit 3"]))
+    child = Child(spawn.spawn(["sh", "-c", "echo bye; exit 3"]))
     async with trio.open_nursery() as nursery:
         nursery.start_soon(child.pump_output)
         with trio.fail_after(10):
@@ -30,7 +31,7 @@ async def test_exit_is_seen_by_polling() -> None:
 
 
 async def test_stop_terminates_a_running_child() -> None:
-    child = BabeldProcess(spawn(["sleep", "30"]))
+    child = Child(spawn.spawn(["sleep", "30"]))
     async with trio.open_nursery() as nursery:
         nursery.start_soon(child.pump_output)
         with trio.fail_after(10):
@@ -38,14 +39,14 @@ async def test_stop_terminates_a_running_child() -> None:
 
 
 def test_names_come_from_ps() -> None:
-    assert process.process_name(os.getpid()) is not None
+    assert spawn.process_name(os.getpid()) is not None
     sleeper = subprocess.Popen(["sleep", "30"])
     try:
-        assert process.process_name(sleeper.pid) == "sleep"
+        assert spawn.process_name(sleeper.pid) == "sleep"
     finally:
         sleeper.kill()
         sleeper.wait()
-    assert process.process_name(sleeper.pid) is None
+    assert spawn.process_name(sleeper.pid) is None
 
 
 async def test_a_stale_pid_file_naming_no_babeld_is_just_removed(tmp_path: Path) -> None:

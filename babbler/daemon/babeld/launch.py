@@ -1,36 +1,20 @@
-"""What one babeld is started with, and starting it: its files, its `-c` text, its command
-line, the options of an `interface` line, and the fork that ties it to babblerd's life.
+"""What one babeld is started with: its files, its `-c` text, its command line and the
+options of an `interface` line (the fork itself is daemon/spawn.py's).
 
 Lean on purpose (standard library only): `babblerd` starts babeld from here before it imports
-trio, structlog or pyroute2 (babbler.daemon.early), and the session starts every later babeld the
+trio, structlog or pyroute2 (daemon/early.py), and the session starts every later babeld the
 same way.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
-import signal
-import stat
-import subprocess
-import sys
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from babbler.core.config import Config
-from babbler.core.errors import EnvironmentProblem
 from babbler.core.meshkey import KEY_ID, MeshKey
-from babbler.core.platform import IS_LINUX
-
-PR_SET_PDEATHSIG = 1
-PR_CAP_AMBIENT = 47
-PR_CAP_AMBIENT_CLEAR_ALL = 4
-PR_CAPBSET_DROP = 24
-PR_SET_NO_NEW_PRIVS = 38
-CAP_LAST = 63  # more than the kernel has: dropping an unknown one fails harmlessly
-NOBODY = 65534  # the user an unprivileged child of a root babblerd runs as
 
 # The file given to babeld with -c (it also keeps babeld from reading /etc/babeld.conf).
 # Links here are wired, with fixed costs: babeld's route-selection hysteresis (a new route's
@@ -140,71 +124,3 @@ def interface_options(hello_interval: float, cost: int, keyed: bool) -> str:
     each neighbour's RTT (shown in status; costs stay as set: max-rtt-penalty is 0)."""
     options = f"hello-interval {hello_interval:g} rxcost {cost} enable-timestamps true"
     return options + (f" key {KEY_ID}" if keyed else "")
-
-
-def _die_with_parent_hook(unprivileged: bool = False) -> Callable[[], None] | None:
-    """A preexec function that makes the child get SIGKILL when this process dies (Linux).
-    With `unprivileged` the child sheds every capability (also a non-root babblerd's ambient
-    ones, which it would inherit) and, from root, becomes nobody when nobody can run this
-    Python (else it stays uid 0 without any capability: see `nobody_can_run`)."""
-    if not IS_LINUX and not unprivileged:
-        return None
-    parent = os.getpid()
-    libc = ctypes.CDLL(None, use_errno=True) if IS_LINUX else None
-    become_nobody = unprivileged and os.getuid() == 0 and nobody_can_run()
-
-    def hook() -> None:
-        if unprivileged and libc is not None:
-            libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
-            for cap in range(CAP_LAST + 1):  # root's capabilities after exec: none
-                libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
-            libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-        if become_nobody:
-            os.setgroups([])
-            os.setgid(NOBODY)
-            os.setuid(NOBODY)
-        if libc is not None:  # after setuid, which clears it
-            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() != parent:  # the parent died before prctl took effect
-            os._exit(1)
-
-    return hook
-
-
-def nobody_can_run() -> bool:
-    """Whether any user may run this Python and read babbler: every directory on the way to
-    both searchable by others, the interpreter executable by them. A virtualenv under
-    /root (mode 0700) is not."""
-    import babbler
-
-    targets = [Path(os.path.realpath(sys.executable)), Path(babbler.__file__).resolve()]
-    for target in targets:
-        for part in [target, *target.parents]:
-            try:
-                mode = part.stat().st_mode
-            except OSError:
-                return False
-            if not mode & (stat.S_IXOTH if part != targets[1] else stat.S_IROTH):
-                return False
-    return True
-
-
-def spawn(args: Sequence[str], unprivileged: bool = False) -> subprocess.Popen[bytes]:
-    """Fork babeld (or, `unprivileged`, another child: the bench responder) from the calling
-    thread (Linux ties PR_SET_PDEATHSIG to it: call this from the thread that lives as long
-    as babblerd), output piped, files 0600. Raises EnvironmentProblem when it cannot be
-    executed."""
-    try:
-        return subprocess.Popen(
-            list(args),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            preexec_fn=_die_with_parent_hook(unprivileged),
-            close_fds=True,
-            umask=0o077,  # its control socket and pid file: 0600 (in a 0700 directory)
-        )
-    except OSError as error:
-        raise EnvironmentProblem(
-            f"cannot run {Path(args[0]).name} ({args[0]}): {error.strerror or error}"
-        ) from None

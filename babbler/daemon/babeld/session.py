@@ -23,9 +23,11 @@ from babbler.core.babeld_lines import TableLine
 from babbler.core.errors import BabblerError, BabeldError, BabeldExited
 from babbler.daemon.babeld import sndbuf
 from babbler.daemon.babeld.control import BabeldControl, ControlCut, Greeting, LineCounts, connect
-from babbler.daemon.babeld.launch import Launch, spawn, write_private
-from babbler.daemon.babeld.process import BabeldProcess, clear_stale
+from babbler.daemon.babeld.launch import Launch, write_private
+from babbler.daemon.babeld.process import clear_stale
 from babbler.daemon.babeld.reader import GATHER
+from babbler.daemon.children import Child
+from babbler.daemon.spawn import spawn
 
 log = structlog.get_logger("babbler.babeld")
 
@@ -77,7 +79,7 @@ class Session:
         self._widen_failed = False
         self._counts = counts
         self._flush_routes = flush_routes
-        self.process: BabeldProcess | None = None
+        self.process: Child | None = None
         self.greeting: Greeting | None = None
         self.control: BabeldControl | None = None  # the control connection being read
         self._ended: Ended | None = None
@@ -100,7 +102,7 @@ class Session:
         private directory went wrong under us."""
         if self._started is not None:
             log.info("following babeld started early", args=self.launch.args())
-            process = BabeldProcess(self._started)
+            process = Child(self._started)
         else:
             files = self.launch.files
             stale = await clear_stale(files.pid, files.socket)
@@ -110,7 +112,7 @@ class Session:
             write_private(files.config, self.launch.config_text())
             args = self.launch.args()
             log.info("starting babeld", args=args)
-            process = BabeldProcess(spawn(args))
+            process = Child(spawn(args))
         self.process = process
         hooks.on_spawned()
         try:
@@ -128,7 +130,7 @@ class Session:
                 log.info("babeld stopped", pid=process.pid, status=code)
         return self._ended or Ended("babeld session ended")
 
-    async def _end_on_exit(self, process: BabeldProcess) -> None:
+    async def _end_on_exit(self, process: Child) -> None:
         code = await process.wait()
         with trio.move_on_after(OUTPUT_DRAIN):
             await process.output_done.wait()

@@ -1,0 +1,124 @@
+"""Forking babblerd's children (babeld, the bench responder) so that they never outlive it,
+and telling whether a process still lives.
+
+Lean on purpose (standard library only): the early start forks babeld from here before trio
+is imported (daemon/early.py). Linux ties PR_SET_PDEATHSIG to the thread that forked, and
+trio's process helpers fork from worker threads that retire when idle (the child then dies
+~10 s later, BABELD.md), so every child is forked from the thread that runs trio, with
+`subprocess.Popen`; daemon/children.py waits for it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import stat
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from babbler.core.errors import EnvironmentProblem
+from babbler.core.platform import IS_LINUX
+
+PR_SET_PDEATHSIG = 1
+PR_CAP_AMBIENT = 47
+PR_CAP_AMBIENT_CLEAR_ALL = 4
+PR_CAPBSET_DROP = 24
+PR_SET_NO_NEW_PRIVS = 38
+CAP_LAST = 63  # more than the kernel has: dropping an unknown one fails harmlessly
+NOBODY = 65534  # the user an unprivileged child of a root babblerd runs as
+
+
+def _die_with_parent_hook(unprivileged: bool = False) -> Callable[[], None] | None:
+    """A preexec function that makes the child get SIGKILL when this process dies (Linux).
+    With `unprivileged` the child sheds every capability (also a non-root babblerd's ambient
+    ones, which it would inherit) and, from root, becomes nobody when nobody can run this
+    Python (else it stays uid 0 without any capability: see `nobody_can_run`)."""
+    if not IS_LINUX and not unprivileged:
+        return None
+    parent = os.getpid()
+    libc = ctypes.CDLL(None, use_errno=True) if IS_LINUX else None
+    become_nobody = unprivileged and os.getuid() == 0 and nobody_can_run()
+
+    def hook() -> None:
+        if unprivileged and libc is not None:
+            libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+            for cap in range(CAP_LAST + 1):  # root's capabilities after exec: none
+                libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
+            libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+        if become_nobody:
+            os.setgroups([])
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+        if libc is not None:  # after setuid, which clears it
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:  # the parent died before prctl took effect
+            os._exit(1)
+
+    return hook
+
+
+def nobody_can_run() -> bool:
+    """Whether any user may run this Python and read babbler: every directory on the way to
+    both searchable by others, the interpreter executable by them. A virtualenv under
+    /root (mode 0700) is not."""
+    import babbler
+
+    targets = [Path(os.path.realpath(sys.executable)), Path(babbler.__file__).resolve()]
+    for target in targets:
+        for part in [target, *target.parents]:
+            try:
+                mode = part.stat().st_mode
+            except OSError:
+                return False
+            if not mode & (stat.S_IXOTH if part != targets[1] else stat.S_IROTH):
+                return False
+    return True
+
+
+def spawn(args: Sequence[str], unprivileged: bool = False) -> subprocess.Popen[bytes]:
+    """Fork babeld (or, `unprivileged`, another child: the bench responder) from the calling
+    thread (Linux ties PR_SET_PDEATHSIG to it: call this from the thread that lives as long
+    as babblerd), output piped, files 0600. Raises EnvironmentProblem when it cannot be
+    executed."""
+    try:
+        return subprocess.Popen(
+            list(args),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            preexec_fn=_die_with_parent_hook(unprivileged),
+            close_fds=True,
+            umask=0o077,  # its control socket and pid file: 0600 (in a 0700 directory)
+        )
+    except OSError as error:
+        raise EnvironmentProblem(
+            f"cannot run {Path(args[0]).name} ({args[0]}): {error.strerror or error}"
+        ) from None
+
+
+def process_name(pid: int) -> str | None:
+    """The name of a live process, or None. A zombie counts as gone: orphans that died can
+    stay zombies for a while where PID 1 reaps slowly."""
+    if not IS_LINUX:
+        return _ps_name(pid)
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # "pid (comm) state ...": comm may hold spaces and parentheses.
+    name, _, rest = stat.partition("(")[2].rpartition(")")
+    return None if rest.split()[:1] == ["Z"] else name
+
+
+def _ps_name(pid: int) -> str | None:
+    """process_name without /proc (macOS): ps's state and command name."""
+    result = subprocess.run(
+        ["ps", "-o", "stat=,comm=", "-p", str(pid)], capture_output=True, text=True, check=False
+    )
+    state, _, command = result.stdout.strip().partition(" ")
+    if result.returncode != 0 or not command or state.startswith("Z"):
+        return None
+    return Path(command.strip()).name

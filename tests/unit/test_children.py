@@ -1,0 +1,58 @@
+"""Children kept running: one that exits is started again with back-off, and cancelling
+stops the running one (real processes)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import trio
+
+from babbler.core.backoff import Backoff
+from babbler.daemon.children import keep_running
+from babbler.daemon.spawn import process_name, spawn
+
+
+async def test_a_child_that_exits_is_started_again_with_back_off(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    starts = 0
+
+    def start() -> subprocess.Popen[bytes]:
+        nonlocal starts
+        starts += 1
+        return spawn(["sh", "-c", f"echo run >> {runs}; exit 3"])
+
+    backoff = Backoff(first=0.05, cap=0.2)
+    with trio.move_on_after(1.5):
+        await keep_running(start, "test child", backoff)
+    # 0.05 + 0.1 + 0.2 + 0.2 ... within 1.5 s: at least 4 starts, far fewer than without pauses
+    assert 4 <= starts <= 12, starts
+    assert runs.read_text().count("run") in (starts - 1, starts)
+
+
+async def test_cancelling_stops_the_running_child(tmp_path: Path) -> None:
+    pids: list[int] = []
+
+    def start() -> subprocess.Popen[bytes]:
+        popen = spawn(["sleep", "60"])
+        pids.append(popen.pid)
+        return popen
+
+    with trio.move_on_after(0.5):
+        await keep_running(start, "test child", Backoff(first=1.0, cap=1.0))
+    assert len(pids) == 1
+    with trio.fail_after(5):
+        while process_name(pids[0]) is not None:
+            await trio.sleep(0.02)
+
+
+def test_a_stable_run_resets_the_back_off() -> None:
+    backoff = Backoff(first=0.1, cap=30.0, stable=5.0)
+    assert [backoff.delay() for _ in range(4)] == [0.1, 0.2, 0.4, 0.8]
+    backoff.ran(4.9)
+    assert backoff.delay() == 1.6
+    backoff.ran(5.0)
+    assert backoff.delay() == 0.1
+    assert [Backoff(1.0, 3.0).delay() for _ in range(1)] == [1.0]
+    capped = Backoff(1.0, 3.0)
+    assert [capped.delay() for _ in range(4)] == [1.0, 2.0, 3.0, 3.0]
