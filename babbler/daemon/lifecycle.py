@@ -22,9 +22,9 @@ import trio
 from babbler import __version__
 from babbler.bench import supervise
 from babbler.core import views
-from babbler.core.addressing import format_node_id, node_address
+from babbler.core.addressing import node_address
 from babbler.core.addrplan import IndexBook, plan, wanted_addresses
-from babbler.core.config import DEFAULT_INFO_PORT, Config, reloaded
+from babbler.core.config import Config, reloaded
 from babbler.core.cost import UNKNOWN_COST, link_cost
 from babbler.core.errors import ConfigError, KernelError
 from babbler.core.links import Link, Selector, diff, usable_names
@@ -39,20 +39,11 @@ from babbler.daemon.log import configure as configure_logging
 from babbler.daemon.mesh import Fact, Mesh, MeshHost
 from babbler.daemon.nodeid import NodeId
 from babbler.daemon.nodes import answer as nodeinfo
-from babbler.daemon.nodes import ask as infoclient
-from babbler.daemon.nodes import server as infoserver
-from babbler.daemon.nodes.book import NodeBook
-from babbler.daemon.nodes.book import events as nodes_events
+from babbler.daemon.nodes.service import NodeService
 from babbler.daemon.server import PublicSocket
-from babbler.daemon.wakeup import Signal
+from babbler.daemon.wakeup import Signal, rerun_on
 
 log = structlog.get_logger("babbler.daemon")
-
-# Other nodes asked for their info at once, at most.
-ASKS = 8
-# After a route change, this long before the node picture is recomputed (changes come in
-# bursts; the picture is for people and programs, not for routing).
-NODES_COALESCE = 0.2
 
 
 class Daemon:
@@ -95,11 +86,15 @@ class Daemon:
         self._collision_check = trio.Event()
         self._unmatched: list[str] = []
         self._started = 0.0  # trio time at run()
-        self.nodes = NodeBook(node.value)
-        self._routes_changed = trio.Event()
-        # The nodes `watch` clients were last told of; None while nobody watches.
-        self._nodes_published: list[dict[str, Any]] | None = None
-        self._info_scope: trio.CancelScope | None = None
+        self.node_moved = Signal()  # the node id changed: serve on the new node address
+        self.nodes = NodeService(
+            me=lambda: self.node_id,
+            port=config.info_port,
+            answer=self.info_answer,
+            routes=lambda: views.entries(self.mesh.table, "route"),
+            hub=self.hub,
+            moved=self.node_moved,
+        )
 
     # -- what clients read (requests.View) -----------------------------------------------------
 
@@ -173,7 +168,7 @@ class Daemon:
             costs=self.config.cost,
             keyed=self.key is not None,
             name=self.name,
-            nodes=tuple(self.nodes.view(trio.current_time())) if with_nodes else (),
+            nodes=tuple(self.nodes.view()) if with_nodes else (),
         )
 
     def status(self, asker: object = None) -> dict[str, Any]:
@@ -195,14 +190,11 @@ class Daemon:
         if fact.entry.kind == "route":
             self.identity.observe(fact, self.mesh.my_id, trio.current_time())
             self._collision_check.set()  # a candidate's hold may start or end
-            self._routes_changed.set()
+            self.nodes.routes_changed()
 
     def _subscribers_changed(self) -> None:
         self.mesh.watched(self.hub.monitoring + self.hub.watching > 0)
-        if not self.hub.watching:
-            self._nodes_published = None
-        elif self._nodes_published is None:  # the first watcher's snapshot was made just now
-            self._nodes_published = self.nodes.view(trio.current_time())
+        self.nodes.watchers_changed()
         self.demand_changed.notify()
 
     def _publish_node(self) -> None:
@@ -248,76 +240,13 @@ class Daemon:
         )
         return nodeinfo.encode(value)
 
-    def _serves_on_node_address(self) -> bool:
-        return bool(self.config.info_port) or self._bench_on()
-
     def _bench_on(self) -> bool:
         return self.config.bench == "on" and bool(self.config.bench_port)
 
-    async def _serve_on_node_address(self) -> None:
-        """The info service and the bench responder on the node address while the mesh
-        runs; moved to the new address when the node id changes."""
-        while True:
-            with trio.CancelScope() as scope:
-                self._info_scope = scope
-                address = node_address(self.node_id)
-                async with trio.open_nursery() as nursery:
-                    if self.config.info_port:
-                        nursery.start_soon(
-                            infoserver.serve, self.config.info_port, address, self.info_answer
-                        )
-                    if self._bench_on():
-                        nursery.start_soon(
-                            supervise.run_responder, str(address), self.config.bench_port
-                        )
-
-    async def _follow_nodes(self) -> None:
-        """Ask every routed node for its info when its route appears and every REFRESH
-        seconds (ASKS at a time); publish `node` events as the picture changes."""
-        limiter = trio.CapacityLimiter(ASKS)
-        try:
-            async with trio.open_nursery() as asks:
-                while True:
-                    now = trio.current_time()
-                    self.nodes.me = self.node_id
-                    self.nodes.update_routes(views.entries(self.mesh.table, "route"), now)
-                    for node in self.nodes.due(now):
-                        self.nodes.asking(node, now)
-                        asks.start_soon(self._ask_node, node, limiter)
-                    self._publish_nodes()
-                    wake = self.nodes.next_due()
-                    with trio.move_on_at(math.inf if wake is None else wake):
-                        await self._routes_changed.wait()
-                    self._routes_changed = trio.Event()
-                    await trio.sleep(NODES_COALESCE)  # route changes come in bursts
-        finally:
-            self.nodes.update_routes([], trio.current_time())  # the mesh stopped
-            self._publish_nodes()
-
-    async def _ask_node(self, node: int, limiter: trio.CapacityLimiter) -> None:
-        async with limiter:
-            try:
-                info = await infoclient.ask(
-                    node_address(node), self.config.info_port or DEFAULT_INFO_PORT
-                )
-            except infoclient.AskFailed as error:
-                self.nodes.failed(node, str(error))
-            else:
-                if info.get("node_id") == format_node_id(node):
-                    self.nodes.answered(node, info, trio.current_time())
-                else:
-                    self.nodes.failed(node, "answered with another node id")
-        self._routes_changed.set()
-
-    def _publish_nodes(self) -> None:
-        """Node events for `watch` clients. With none, nothing is made: the view of every
-        node was ~12 % of babblerd's time on a churning 64-ring with nobody watching."""
-        if not self.hub.watching or self._nodes_published is None:
-            return
-        current = self.nodes.view(trio.current_time())
-        for event in nodes_events(self._nodes_published, current):
-            self.hub.publish_event(event)
-        self._nodes_published = current
+    async def _bench_responder(self) -> None:
+        """The bench responder on the node address (moved when the node id changes)."""
+        address = str(node_address(self.node_id))
+        await supervise.run_responder(address, self.config.bench_port)
 
     def _adopt(self) -> tuple[Launch, subprocess.Popen[bytes]] | None:
         """The babeld started early, once: adopted when its link is usable in the netlink
@@ -387,8 +316,7 @@ class Daemon:
             if not self.identity.collision_due(self.mesh.my_id, trio.current_time()):
                 continue
             self.identity.reroll()
-            if self._info_scope is not None:
-                self._info_scope.cancel()  # serve on the new node address
+            self.node_moved.notify()  # serve on the new node address
             self.book.forget_all()
             self.mesh.restart_babeld("node id changed")
             await self.refresh()
@@ -438,9 +366,9 @@ class Daemon:
             await self._set_active(True)
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self.mesh.run_while_active)
-                if self._serves_on_node_address():
-                    nursery.start_soon(self._serve_on_node_address)
-                nursery.start_soon(self._follow_nodes)
+                await nursery.start(self.nodes.run)
+                if self._bench_on():
+                    nursery.start_soon(rerun_on, self.node_moved, self._bench_responder)
                 await self._until_released()
                 nursery.cancel_scope.cancel()
             await self._set_active(False)

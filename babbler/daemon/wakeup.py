@@ -1,8 +1,8 @@
-"""trio wake-ups: `Signal`, a broadcast a waiter cannot miss, and `wait_any`."""
+"""trio wake-ups: `Signal`, a broadcast a waiter cannot miss; `wait_any`; `rerun_on`."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 
 import trio
 
@@ -36,3 +36,14 @@ async def wait_any(events: Iterable[trio.Event]) -> None:
 
         for event in events:
             nursery.start_soon(wait, event)
+
+
+async def rerun_on(signal: Signal, run: Callable[[], Awaitable[object]]) -> None:
+    """Run `run()` until cancelled; each time `signal` notifies, cancel it and run it anew
+    (a service on the node address, when the node id changes)."""
+    while True:
+        event = signal.event()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run)
+            await event.wait()
+            nursery.cancel_scope.cancel()
