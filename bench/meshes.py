@@ -9,20 +9,17 @@ import random
 import signal
 import subprocess
 import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import cast
 
 from babbler.core.addressing import interface_address, node_range
 from babbler.core.config import DEFAULT_HELLO_INTERVAL
-from babbler.lab import Lab, Node, link_name
+from babbler.lab import Lab, Node, link_name, probe
 
 MODES = ("babbler", "babeld-defaults", "babeld-same-hello")
 # Extra babblerd flags per babbler mode; "babbler" is babblerd with its defaults.
 BABBLER_MODES = {"babbler": [], "babbler-hello-0.25": ["--hello-interval", "0.25"]}
-T = TypeVar("T")
 
 
 @dataclass
@@ -138,30 +135,12 @@ class Mesh:
         self._babelds.clear()
 
 
-def from_each(nodes: list[Node], work: Callable[[Node], T]) -> list[T]:
-    """`work` for every node at once, one thread each (each mostly waits on a process)."""
-    with ThreadPoolExecutor(max_workers=max(1, len(nodes))) as pool:
-        return list(pool.map(work, nodes))
-
-
 def unreachable(lab: Lab, mesh: Mesh, nodes: list[Node]) -> int:
     """How many (source, destination) pairs among `nodes` do not answer one ping (0.2 s)."""
     targets = {n.index: mesh.address(n) for n in nodes}
     if any(a is None for a in targets.values()):
         return len(nodes) * (len(nodes) - 1)
-
-    def failures(source: Node) -> int:
-        script = " ".join(
-            f"ping -6 -c1 -W0.2 {a} >/dev/null 2>&1 || echo x;"
-            for i, a in targets.items()
-            if i != source.index
-        )
-        return subprocess.run(
-            ["ip", "netns", "exec", source.netns, "sh", "-c", script],
-            capture_output=True, text=True, check=False,
-        ).stdout.count("x")  # fmt: skip
-
-    return sum(from_each(nodes, failures))
+    return len(probe.unanswered(nodes, cast(dict[int, str], targets), wait=0.2))
 
 
 def routes_ready(mesh: Mesh, nodes: list[Node]) -> bool:
@@ -180,7 +159,7 @@ def routes_ready(mesh: Mesh, nodes: list[Node]) -> bool:
         routed = {line.split()[0] for line in shown.splitlines() if " via " in line}
         return {a for i, a in targets.items() if i != node.index} <= routed
 
-    return all(from_each(nodes, complete))
+    return all(probe.from_each(nodes, complete))
 
 
 def wait_reachable(lab: Lab, mesh: Mesh, nodes: list[Node], since: float, limit: float) -> float:

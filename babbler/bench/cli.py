@@ -15,6 +15,7 @@ from babbler.bench.report import NodeResult
 from babbler.bench.wire import SWEEP
 from babbler.client import Node, Status
 from babbler.core.errors import BabblerError
+from babbler.ui.render import reachable_node
 
 BAR = 30
 
@@ -42,16 +43,6 @@ class Bar:
             sys.stderr.flush()
 
 
-def find(status: Status, what: str) -> Node:
-    """The reachable node named by a name, node id or node address. Raises BabblerError."""
-    for node in status.nodes:
-        if what in (node.name, node.node_id, node.node_address):
-            if not node.reachable:
-                raise BabblerError(f"{node.label} is not reachable now")
-            return node
-    raise BabblerError(f"no node {what!r} (a name, node id or node address: babblerctl nodes)")
-
-
 def measure(
     node: Node,
     port: int,
@@ -74,11 +65,38 @@ def measure(
     return result
 
 
-def run_bench(
+def run_ring(status: Status, *, duration: float, port: int, as_json: bool) -> None:
+    """`bench --ring`: every node (this one too, in name order) sends to the next at once."""
+    me = status.name or status.node_id
+    reachable = sorted((n for n in status.nodes if n.reachable), key=lambda n: n.label)
+    if not reachable:
+        raise BabblerError("no other node is reachable: nothing to make a ring with")
+    members = sorted([(me, status.node_address), *((n.label, n.node_address) for n in reachable)])
+    names = [name for name, _ in members]
+    bar = Bar(sys.stderr.isatty() and not as_json)
+    bar.step(f"ring of {len(members)} for {duration:g} s")(0.0)
+    rates = runner.ring([address for _, address in members], port, duration)
+    bar.clear()
+    if as_json:
+        out = []
+        for i, rate in enumerate(rates):
+            entry: dict[str, object] = {"from": names[i], "to": names[(i + 1) % len(names)]}
+            if isinstance(rate, wire.Rate):
+                entry |= {"bytes": rate.nbytes, "seconds": rate.seconds, "gbit_s": rate.gbit_s}
+            else:
+                entry["error"] = rate
+            out.append(entry)
+        click.echo(json.dumps({"from": me, "ring": out}, indent=2))
+    else:
+        click.echo("\n".join(report.ring(names, rates, duration)))
+    if any(not isinstance(rate, wire.Rate) for rate in rates):
+        sys.exit(1)
+
+
+def run_nodes(
     status: Status,
     node: str | None,
     *,
-    ring: bool,
     duration: float,
     sweep: bool,
     largest: int,
@@ -86,38 +104,15 @@ def run_bench(
     as_json: bool,
     svg: Path | None,
 ) -> None:
+    """`bench NODE` (round trips, both directions, the sizes) or `bench --all` (every
+    reachable node in turn, one table)."""
     me = status.name or status.node_id
-    bar = Bar(sys.stderr.isatty() and not as_json)
     reachable = sorted((n for n in status.nodes if n.reachable), key=lambda n: n.label)
-    if ring:
-        if not reachable:
-            raise BabblerError("no other node is reachable: nothing to make a ring with")
-        members = sorted(
-            [(me, status.node_address), *((n.label, n.node_address) for n in reachable)]
-        )
-        names = [name for name, _ in members]
-        bar.step(f"ring of {len(members)} for {duration:g} s")(0.0)
-        rates = runner.ring([address for _, address in members], port, duration)
-        bar.clear()
-        if as_json:
-            out = []
-            for i, rate in enumerate(rates):
-                entry: dict[str, object] = {"from": names[i], "to": names[(i + 1) % len(names)]}
-                if isinstance(rate, wire.Rate):
-                    entry |= {"bytes": rate.nbytes, "seconds": rate.seconds, "gbit_s": rate.gbit_s}
-                else:
-                    entry["error"] = rate
-                out.append(entry)
-            click.echo(json.dumps({"from": me, "ring": out}, indent=2))
-        else:
-            click.echo("\n".join(report.ring(names, rates, duration)))
-        if any(not isinstance(rate, wire.Rate) for rate in rates):
-            sys.exit(1)
-        return
-    targets = [find(status, node)] if node is not None else reachable
+    targets = [reachable_node(status, node)] if node is not None else reachable
     if not targets:
         raise BabblerError("no other node is reachable")
     sizes = [size for size in SWEEP if size <= largest] if sweep else []
+    bar = Bar(sys.stderr.isatty() and not as_json)
     results = [measure(target, port, duration, sizes, bar) for target in targets]
     if as_json:
         found: dict[str, object] = {"from": me, "nodes": [r.to_json() for r in results]}

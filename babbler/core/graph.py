@@ -108,13 +108,6 @@ class Graph:
                     heapq.heappush(queue, (total, edge.to))
         return None
 
-    def find(self, what: str) -> str | None:
-        """A node id from a name, a node id or a node address."""
-        for node, name in self.names.items():
-            if what in (node, name):
-                return node
-        return None
-
 
 def _speed(mbps: int | None) -> str:
     if mbps is None:

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -13,191 +10,17 @@ from typing import Any
 import click
 
 from babbler import __version__
-from babbler.client import Client, Connection, Status
+from babbler.client import Client, Connection
 from babbler.core.errors import BabblerError
 from babbler.core.graph import Graph, to_dot
 from babbler.core.platform import DEFAULT_RUN_DIR, SOCKET_NAME
+from babbler.ui import command, render
 
 DEFAULT_SOCKET = DEFAULT_RUN_DIR / SOCKET_NAME
 
 
-def _table(rows: list[list[str]], headers: list[str]) -> list[str]:
-    widths = [max(len(str(c)) for c in col) for col in zip(headers, *rows, strict=False)]
-    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
-    return ["  " + fmt.format(*headers).rstrip()] + ["  " + fmt.format(*r).rstrip() for r in rows]
-
-
-def _text(value: Any) -> str:
-    return "-" if value is None else str(value)
-
-
-def _speed(mbps: int | None) -> str:
-    if mbps is None:
-        return "-"
-    return f"{mbps / 1000:g}G" if mbps >= 1000 else f"{mbps}M"
-
-
-def _next_hops(s: Status) -> dict[str, str]:
-    """Node id -> the name (or id) of the neighbour babeld's route to it goes through: the
-    route's `via` and link, looked up among `status.neighbours` (which say their node id)."""
-    names = {n.node_id: n.label for n in s.nodes}
-    neighbour = {(m.address, m.interface): m.node_id for m in s.neighbours}
-    out = {}
-    for node in s.nodes:
-        hop = neighbour.get((node.via, node.interface)) if node.reachable else None
-        if hop is not None:
-            out[node.node_id] = names.get(hop, hop)
-    return out
-
-
-def render_nodes(s: Status) -> list[str]:
-    """The other nodes, a line each (status's `nodes`)."""
-    if not s.nodes:
-        return ["nodes: no other node known yet"]
-    speeds = {i.name: i.speed_mbps for i in s.interfaces}
-    hops = _next_hops(s)
-    rows = [
-        [
-            _text(n.name),
-            n.node_id,
-            n.node_address,
-            _text(n.hops),
-            _text(n.metric) if n.reachable else "unreachable",
-            _text(n.interface),
-            _speed(speeds.get(n.interface)) if n.interface else "-",
-            hops.get(n.node_id, "-"),
-            "-" if n.info_age_s is None else f"{n.info_age_s:.0f}s",
-        ]
-        for n in s.nodes
-    ]
-    headers = [
-        "NAME", "NODE ID", "ADDRESS", "HOPS", "METRIC", "LINK", "SPEED", "NEXT HOP", "INFO AGE"
-    ]  # fmt: skip
-    return ["nodes", *_table(rows, headers)]
-
-
-def render_path(s: Status, what: str) -> str:
-    """The path to a node, hop by hop with names, links and costs, from the graph the node
-    infos give; checked against babeld's route (its first link and neighbour)."""
-    graph = Graph.from_status(s.raw)
-    by_address = {n.node_address: n.node_id for n in s.nodes}
-    target = graph.find(what) or by_address.get(what)
-    if target is None:
-        raise BabblerError(f"no node {what!r} (a name, node id or node address: babblerctl nodes)")
-    if target == graph.me:
-        return f"{graph.names[target]} is this node"
-    node = next((n for n in s.nodes if n.node_id == target), None)
-    if node is None:  # in someone's info, not routed from here
-        raise BabblerError(f"no route to {graph.names[target]} (babblerctl nodes)")
-    steps = graph.path(target, first=node.interface if node.reachable else None)
-    if steps is None:
-        raise BabblerError(f"no path to {graph.names[target]} in what the node infos say")
-    lines = [
-        f"{graph.names[graph.me]} -> {graph.names[target]}: {len(steps)} "
-        f"{'hop' if len(steps) == 1 else 'hops'}, cost {sum(e.cost for _, e in steps)}, "
-        f"babeld's metric {_text(node.metric) if node.reachable else 'unreachable'}"
-    ]
-    for frm, edge in steps:
-        lines.append(
-            f"  {graph.names[frm]}  {_text(edge.interface)} (cost {edge.cost})  "
-            f"-> {graph.names[edge.to]}"
-        )
-    first = steps[0][1]
-    if node.reachable and node.interface != first.interface:
-        lines.append(
-            f"  note: babeld's route leaves by {node.interface}, not {first.interface}: "
-            "the node infos are behind the routes (a node is asked again when its links change)"
-        )
-    return "\n".join(lines)
-
-
-def render_status(s: Status) -> str:
-    """The status as a person reads it."""
-    b = s.babeld
-    keyed = "keyed" if s.keyed else "open (no mesh key)"
-    lines = [
-        f"node {s.node_id}" + (f" ({s.name})" if s.name else "") + f"  address {s.node_address}",
-        f"mode {s.mode}  mesh {s.mesh}  {keyed}  other clients {s.clients}",
-        f"babeld {_text(b.version)}  pid {_text(b.pid)}  "
-        f"restarts {b.restarts}  router id {_text(b.my_id)}",
-    ]
-    if not b.found:
-        lines.append("  babeld NOT FOUND: install it (Debian: apt-get install babeld)")
-    if b.last_error:
-        lines.append(f"  last error: {b.last_error}")
-    for pattern in s.raw.get("unmatched_globs") or []:
-        lines.append(f"  --interface {pattern} matches no link")
-    lines.append("")
-    if s.interfaces:
-        lines.append("interfaces")
-        addresses = {a.interface: a.address for a in s.addresses}
-        lines += _table(
-            [
-                [
-                    i.name,
-                    i.kind,
-                    "up" if i.up else "down",
-                    _speed(i.speed_mbps),
-                    _text(i.cost),
-                    "yes" if i.babel else "no",
-                    addresses.get(i.name, "-"),
-                ]
-                for i in s.interfaces
-            ],
-            ["NAME", "KIND", "STATE", "SPEED", "COST", "BABEL", "ADDRESS"],
-        )
-    else:
-        lines.append("interfaces: none eligible")
-    if s.neighbours:
-        lines.append("neighbours")
-        lines += _table(
-            [
-                [
-                    _text(n.address),
-                    _text(n.interface),
-                    _text(n.reach),
-                    _text(n.cost),
-                    "-" if n.rtt is None else f"{n.rtt:.3f} ms",
-                ]
-                for n in s.neighbours
-            ],
-            ["ADDRESS", "IF", "REACH", "COST", "RTT"],
-        )
-    else:
-        lines.append("neighbours: none")
-    installed = sorted((r for r in s.routes if r.installed), key=lambda r: r.prefix or "")
-    if installed:
-        lines.append("routes")
-        rows = [
-            [_text(r.prefix), _text(r.metric), _text(r.via), _text(r.interface)] for r in installed
-        ]
-        lines += _table(rows, ["PREFIX", "METRIC", "VIA", "IF"])
-    else:
-        lines.append("routes: none installed")
-    others = len(s.routes) - len(installed)
-    if others:
-        noun = "route" if others == 1 else "routes"
-        lines.append(f"  ({others} more {noun} not installed: babblerctl status --json)")
-    lines += render_nodes(s)
-    return "\n".join(lines)
-
-
-def run_command(prog: str, fn: Callable[[], object]) -> None:
-    """Run a command's body; a BabblerError or OSError becomes one line on stderr and exit 1,
-    a closed pipe or Ctrl-C a quiet exit 0."""
-    try:
-        fn()
-    except (BabblerError, OSError) as error:
-        if isinstance(error, BrokenPipeError):
-            sys.exit(0)
-        click.echo(f"{prog}: {error}", err=True)
-        sys.exit(1)
-    except KeyboardInterrupt:
-        sys.exit(0)
-
-
 def _run(fn: Callable[[], object]) -> None:
-    run_command("babblerctl", fn)
+    command.run_command("babblerctl", fn)
 
 
 SOCKET_HELP = f"babblerd's public socket [env BABBLER_SOCKET; default: {DEFAULT_SOCKET}]"
@@ -251,7 +74,7 @@ def status(ctx: click.Context, socket_path: Path | None, as_json: bool) -> None:
 
     def go() -> None:
         value = _client(ctx, socket_path).status()
-        click.echo(json.dumps(value.raw, indent=2) if as_json else render_status(value))
+        click.echo(json.dumps(value.raw, indent=2) if as_json else render.render_status(value))
 
     _run(go)
 
@@ -270,21 +93,9 @@ def nodes(ctx: click.Context, socket_path: Path | None, as_json: bool) -> None:
         if as_json:
             click.echo(json.dumps([n.raw for n in value.nodes], indent=2))
         else:
-            click.echo("\n".join(render_nodes(value)))
+            click.echo("\n".join(render.render_nodes(value)))
 
     _run(go)
-
-
-def render_svg(dot: str, out: Path) -> None:
-    """Draw DOT into an SVG file with Graphviz's `dot`. Raises BabblerError."""
-    program = shutil.which("dot")
-    if program is None:
-        raise BabblerError("Graphviz's dot is not installed (Debian: apt-get install graphviz)")
-    done = subprocess.run(
-        [program, "-Tsvg", "-o", str(out)], input=dot, capture_output=True, text=True, check=False
-    )
-    if done.returncode != 0:
-        raise BabblerError(f"dot failed: {done.stderr.strip() or done.returncode}")
 
 
 @main.command()
@@ -305,7 +116,7 @@ def graph(ctx: click.Context, socket_path: Path | None, svg: Path | None) -> Non
         if svg is None:
             click.echo(dot, nl=False)
         else:
-            render_svg(dot, svg)
+            command.render_svg(dot, svg)
             click.echo(f"wrote {svg}")
 
     _run(go)
@@ -318,7 +129,7 @@ def graph(ctx: click.Context, socket_path: Path | None, svg: Path | None) -> Non
 def path(ctx: click.Context, socket_path: Path | None, node: str) -> None:
     """Show the path to NODE (a name, node id or node address) hop by hop: each node, the
     link it leaves by and its cost, from the node infos, checked against babeld's route."""
-    _run(lambda: click.echo(render_path(_client(ctx, socket_path).status(), node)))
+    _run(lambda: click.echo(render.render_path(_client(ctx, socket_path).status(), node)))
 
 
 @main.command()
@@ -464,13 +275,16 @@ def bench(
     if sum((node is not None, every, ring)) != 1:
         raise click.UsageError("give one of NODE, --all or --ring")
     largest = _size(max_size)
-    from babbler.bench.cli import run_bench
+    from babbler.bench import cli as bench_cli
 
-    _run(
-        lambda: run_bench(
-            _client(ctx, socket_path).status(),
+    def go() -> None:
+        status = _client(ctx, socket_path).status()
+        if ring:
+            bench_cli.run_ring(status, duration=duration, port=port, as_json=as_json)
+            return
+        bench_cli.run_nodes(
+            status,
             node,
-            ring=ring,
             duration=duration,
             sweep=bool(sweep if sweep is not None else (node is not None or svg is not None)),
             largest=largest,
@@ -478,7 +292,8 @@ def bench(
             as_json=as_json,
             svg=svg,
         )
-    )
+
+    _run(go)
 
 
 @main.command()

@@ -17,9 +17,10 @@ from babbler.core.config import DEFAULT_HELLO_INTERVAL, MAX_HELLO_INTERVAL, MIN_
 from babbler.core.errors import BabblerError
 from babbler.core.graph import Graph, to_dot
 from babbler.core.table import is_usable
-from babbler.ctl.main import render_path, render_status, render_svg, run_command
 from babbler.lab import TOPOLOGIES, Lab, LabError, Node, farthest
 from babbler.lab.capacity import too_big
+from babbler.ui.command import render_svg, run_command
+from babbler.ui.render import render_path, render_status
 
 F = TypeVar("F", bound=Callable[..., Any])
 

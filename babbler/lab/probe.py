@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from ipaddress import IPv6Network
-from typing import Any
+from typing import Any, TypeVar
 
 from babbler.client import ask
 from babbler.core.addressing import node_range
@@ -15,6 +16,7 @@ from babbler.lab.node import Node
 from babbler.lab.topology import LabError
 
 POLL = 0.05
+T = TypeVar("T")
 
 
 def running(nodes: Sequence[Node]) -> list[Node]:
@@ -65,15 +67,36 @@ def addresses(nodes: Sequence[Node]) -> dict[int, str]:
     return out
 
 
+def from_each(nodes: Sequence[Node], work: Callable[[Node], T]) -> list[T]:
+    """`work` for every node at once, one thread each (each mostly waits on a process)."""
+    with ThreadPoolExecutor(max_workers=max(1, len(nodes))) as pool:
+        return list(pool.map(work, nodes))
+
+
+def unanswered(
+    sources: Sequence[Node], targets: Mapping[int, str], wait: float = 1.0
+) -> list[tuple[int, int]]:
+    """Pairs (source index, target index) where one ping from the source to the target's
+    address got no answer within `wait` seconds. Every source pings at once, each through
+    one shell in its namespace (not one process per pair)."""
+
+    def failures(source: Node) -> list[tuple[int, int]]:
+        script = " ".join(
+            f"ping -c1 -W{wait:g} {address} >/dev/null 2>&1 || echo {index};"
+            for index, address in targets.items()
+            if index != source.index
+        )
+        if not script:
+            return []
+        out = exec_in(source, "sh", "-c", script).stdout
+        return [(source.index, int(index)) for index in out.split()]
+
+    return [pair for pairs in from_each(sources, failures) for pair in pairs]
+
+
 def all_pairs_ping(nodes: Sequence[Node]) -> list[tuple[int, int]]:
     """Pairs (from, to) that do not answer a ping; empty when the mesh is complete."""
-    found = addresses(nodes)
-    return [
-        (src.index, dst)
-        for src in running(nodes)
-        for dst, address in found.items()
-        if dst != src.index and not ping(src, address)
-    ]
+    return unanswered(running(nodes), addresses(nodes))
 
 
 def settled(state: dict[str, Any]) -> bool:

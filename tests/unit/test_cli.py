@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from babbler.ctl.main import render_status
 from babbler.daemon import sdnotify
+from babbler.ui.render import render_status
 from tests.guard import no_real_links
 from tests.unit.samples import STATUS, typed
 
@@ -193,7 +193,7 @@ def test_socket_paths_that_cannot_be_a_socket_are_named(tmp_path: Path) -> None:
 
 
 def test_render_nodes_for_people() -> None:
-    from babbler.ctl.main import render_nodes
+    from babbler.ui.render import render_nodes
 
     def node(
         name: str | None, metric: int | None, via: str, reachable: bool = True

@@ -1,0 +1,40 @@
+"""What every user-side command shares: a failure is one line and exit 1, and pictures are
+drawn with Graphviz's `dot`."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import click
+
+from babbler.core.errors import BabblerError
+
+
+def run_command(prog: str, fn: Callable[[], object]) -> None:
+    """Run a command's body; a BabblerError or OSError becomes one line on stderr and exit 1,
+    a closed pipe or Ctrl-C a quiet exit 0."""
+    try:
+        fn()
+    except (BabblerError, OSError) as error:
+        if isinstance(error, BrokenPipeError):
+            sys.exit(0)
+        click.echo(f"{prog}: {error}", err=True)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        sys.exit(0)
+
+
+def render_svg(dot: str, out: Path) -> None:
+    """Draw DOT into an SVG file with Graphviz's `dot`. Raises BabblerError."""
+    program = shutil.which("dot")
+    if program is None:
+        raise BabblerError("Graphviz's dot is not installed (Debian: apt-get install graphviz)")
+    done = subprocess.run(
+        [program, "-Tsvg", "-o", str(out)], input=dot, capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        raise BabblerError(f"dot failed: {done.stderr.strip() or done.returncode}")

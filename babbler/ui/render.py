@@ -1,0 +1,198 @@
+"""What people read (pure): the status, the other nodes and the path to one as tables, and
+the one way every command finds a node from a name, node id or node address."""
+
+from __future__ import annotations
+
+from ipaddress import IPv4Address, IPv6Address, ip_address
+from typing import Any
+
+from babbler.client.model import Node, Status
+from babbler.core.errors import BabblerError
+from babbler.core.graph import Graph
+
+
+def table(rows: list[list[str]], headers: list[str]) -> list[str]:
+    widths = [max(len(str(c)) for c in col) for col in zip(headers, *rows, strict=False)]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    return ["  " + fmt.format(*headers).rstrip()] + ["  " + fmt.format(*r).rstrip() for r in rows]
+
+
+def text(value: Any) -> str:
+    return "-" if value is None else str(value)
+
+
+def speed(mbps: int | None) -> str:
+    if mbps is None:
+        return "-"
+    return f"{mbps / 1000:g}G" if mbps >= 1000 else f"{mbps}M"
+
+
+def _next_hops(s: Status) -> dict[str, str]:
+    """Node id -> the name (or id) of the neighbour babeld's route to it goes through: the
+    route's `via` and link, looked up among `status.neighbours` (which say their node id)."""
+    names = {n.node_id: n.label for n in s.nodes}
+    neighbour = {(m.address, m.interface): m.node_id for m in s.neighbours}
+    out = {}
+    for node in s.nodes:
+        hop = neighbour.get((node.via, node.interface)) if node.reachable else None
+        if hop is not None:
+            out[node.node_id] = names.get(hop, hop)
+    return out
+
+
+def render_nodes(s: Status) -> list[str]:
+    """The other nodes, a line each (status's `nodes`)."""
+    if not s.nodes:
+        return ["nodes: no other node known yet"]
+    speeds = {i.name: i.speed_mbps for i in s.interfaces}
+    hops = _next_hops(s)
+    rows = [
+        [
+            text(n.name),
+            n.node_id,
+            n.node_address,
+            text(n.hops),
+            text(n.metric) if n.reachable else "unreachable",
+            text(n.interface),
+            speed(speeds.get(n.interface)) if n.interface else "-",
+            hops.get(n.node_id, "-"),
+            "-" if n.info_age_s is None else f"{n.info_age_s:.0f}s",
+        ]
+        for n in s.nodes
+    ]
+    headers = [
+        "NAME", "NODE ID", "ADDRESS", "HOPS", "METRIC", "LINK", "SPEED", "NEXT HOP", "INFO AGE"
+    ]  # fmt: skip
+    return ["nodes", *table(rows, headers)]
+
+
+def render_path(s: Status, what: str) -> str:
+    """The path to a node, hop by hop with names, links and costs, from the graph the node
+    infos give; checked against babeld's route (its first link and neighbour)."""
+    graph = Graph.from_status(s.raw)
+    target = node_id(s, what)
+    if target == graph.me:
+        return f"{graph.names[target]} is this node"
+    node = next((n for n in s.nodes if n.node_id == target), None)
+    if node is None:  # in someone's info, not routed from here
+        raise BabblerError(f"no route to {graph.names[target]} (babblerctl nodes)")
+    steps = graph.path(target, first=node.interface if node.reachable else None)
+    if steps is None:
+        raise BabblerError(f"no path to {graph.names[target]} in what the node infos say")
+    lines = [
+        f"{graph.names[graph.me]} -> {graph.names[target]}: {len(steps)} "
+        f"{'hop' if len(steps) == 1 else 'hops'}, cost {sum(e.cost for _, e in steps)}, "
+        f"babeld's metric {text(node.metric) if node.reachable else 'unreachable'}"
+    ]
+    for frm, edge in steps:
+        lines.append(
+            f"  {graph.names[frm]}  {text(edge.interface)} (cost {edge.cost})  "
+            f"-> {graph.names[edge.to]}"
+        )
+    first = steps[0][1]
+    if node.reachable and node.interface != first.interface:
+        lines.append(
+            f"  note: babeld's route leaves by {node.interface}, not {first.interface}: "
+            "the node infos are behind the routes (a node is asked again when its links change)"
+        )
+    return "\n".join(lines)
+
+
+def render_status(s: Status) -> str:
+    """The status as a person reads it."""
+    b = s.babeld
+    keyed = "keyed" if s.keyed else "open (no mesh key)"
+    lines = [
+        f"node {s.node_id}" + (f" ({s.name})" if s.name else "") + f"  address {s.node_address}",
+        f"mode {s.mode}  mesh {s.mesh}  {keyed}  other clients {s.clients}",
+        f"babeld {text(b.version)}  pid {text(b.pid)}  "
+        f"restarts {b.restarts}  router id {text(b.my_id)}",
+    ]
+    if not b.found:
+        lines.append("  babeld NOT FOUND: install it (Debian: apt-get install babeld)")
+    if b.last_error:
+        lines.append(f"  last error: {b.last_error}")
+    for pattern in s.raw.get("unmatched_globs") or []:
+        lines.append(f"  --interface {pattern} matches no link")
+    lines.append("")
+    if s.interfaces:
+        lines.append("interfaces")
+        addresses = {a.interface: a.address for a in s.addresses}
+        lines += table(
+            [
+                [
+                    i.name,
+                    i.kind,
+                    "up" if i.up else "down",
+                    speed(i.speed_mbps),
+                    text(i.cost),
+                    "yes" if i.babel else "no",
+                    addresses.get(i.name, "-"),
+                ]
+                for i in s.interfaces
+            ],
+            ["NAME", "KIND", "STATE", "SPEED", "COST", "BABEL", "ADDRESS"],
+        )
+    else:
+        lines.append("interfaces: none eligible")
+    if s.neighbours:
+        lines.append("neighbours")
+        lines += table(
+            [
+                [
+                    text(n.address),
+                    text(n.interface),
+                    text(n.reach),
+                    text(n.cost),
+                    "-" if n.rtt is None else f"{n.rtt:.3f} ms",
+                ]
+                for n in s.neighbours
+            ],
+            ["ADDRESS", "IF", "REACH", "COST", "RTT"],
+        )
+    else:
+        lines.append("neighbours: none")
+    installed = sorted((r for r in s.routes if r.installed), key=lambda r: r.prefix or "")
+    if installed:
+        lines.append("routes")
+        rows = [[text(r.prefix), text(r.metric), text(r.via), text(r.interface)] for r in installed]
+        lines += table(rows, ["PREFIX", "METRIC", "VIA", "IF"])
+    else:
+        lines.append("routes: none installed")
+    others = len(s.routes) - len(installed)
+    if others:
+        noun = "route" if others == 1 else "routes"
+        lines.append(f"  ({others} more {noun} not installed: babblerctl status --json)")
+    lines += render_nodes(s)
+    return "\n".join(lines)
+
+
+def _address(text: str | None) -> IPv6Address | IPv4Address | None:
+    try:
+        return ip_address(text or "")
+    except ValueError:
+        return None
+
+
+def node_id(s: Status, what: str) -> str:
+    """The node id of the node `what` names: this node or another that status lists, by name,
+    node id or node address. Raises BabblerError (one text for every command)."""
+    address = _address(what)
+    for ident, name, node_address in [
+        (s.node_id, s.name, s.node_address),
+        *((n.node_id, n.name, n.node_address) for n in s.nodes),
+    ]:
+        if what in (name, ident) or (address is not None and address == _address(node_address)):
+            return ident
+    raise BabblerError(f"no node {what!r} (a name, node id or node address: babblerctl nodes)")
+
+
+def reachable_node(s: Status, what: str) -> Node:
+    """Another node that `what` names and that has a route now. Raises BabblerError."""
+    target = node_id(s, what)
+    if target == s.node_id:
+        raise BabblerError(f"{s.name or s.node_id} is this node")
+    node = next(n for n in s.nodes if n.node_id == target)
+    if not node.reachable:
+        raise BabblerError(f"{node.label} is not reachable now")
+    return node

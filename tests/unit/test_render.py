@@ -1,0 +1,47 @@
+"""The one node resolver every command uses: a name, node id or node address, this node
+included, and one error text."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from babbler.core.errors import BabblerError
+from babbler.ui.render import node_id, reachable_node
+from tests.unit.samples import typed
+
+
+def status() -> dict[str, Any]:
+    def node(name: str, ident: str, reachable: bool) -> dict[str, Any]:
+        address = f"fde0:20c6:1fa7:ffff:0:0:{ident[-4:]}:0"
+        return {"node_id": ident, "name": name, "node_address": address, "reachable": reachable}
+
+    return {
+        "node_id": "000000000001",
+        "name": "n1",
+        "node_address": "fde0:20c6:1fa7:ffff:0:0:1:0",
+        "nodes": [node("n2", "000000000002", True), node("n3", "000000000003", False)],
+    }
+
+
+def test_a_node_is_found_by_name_id_or_address_this_one_too() -> None:
+    s = typed(status())
+    for what in ("n2", "000000000002", "fde0:20c6:1fa7:ffff:0:0:2:0"):
+        assert node_id(s, what) == "000000000002"
+    for what in ("n1", "000000000001", "fde0:20c6:1fa7:ffff:0:0:1:0"):
+        assert node_id(s, what) == "000000000001"
+
+
+def test_an_unknown_node_has_one_error_text() -> None:
+    with pytest.raises(BabblerError, match=r"^no node 'n9' \(a name, node id or node address"):
+        node_id(typed(status()), "n9")
+
+
+def test_reachable_node_refuses_this_node_and_unreachable_ones() -> None:
+    s = typed(status())
+    assert reachable_node(s, "n2").node_id == "000000000002"
+    with pytest.raises(BabblerError, match=r"^n1 is this node$"):
+        reachable_node(s, "n1")
+    with pytest.raises(BabblerError, match=r"^n3 is not reachable now$"):
+        reachable_node(s, "n3")
