@@ -54,8 +54,8 @@ def load_config(flags: dict[str, Any], config_path: Path | None = None) -> Confi
     return merge(read_config_file(path), flags, path)
 
 
-# Enough descriptors for MAX_CLIENTS clients and the daemon's own; systemd's default soft
-# limit (1024) would make accept() fail with EMFILE just below the client limit.
+# Enough descriptors for fanout.Limits.max_clients clients and the daemon's own; systemd's
+# default soft limit (1024) would make accept() fail with EMFILE just below the client limit.
 WANTED_FDS = 4096
 
 

@@ -15,18 +15,11 @@ from __future__ import annotations
 import collections
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import trio
 
-# Bytes queued for one client before it is too slow: a dump of a 64-node table (~100 KB)
-# several times over, or a few seconds of a busy mesh's `monitor` lines.
-QUEUE_BYTES = 1 << 20
-# While more than this is queued the client's requests are not read: its writer is behind.
-BEHIND_BYTES = 256 << 10
-# A client whose writer stays behind this long (it sends requests and does not read the
-# answers) is too slow.
-STALL_LIMIT = 10.0
 # Bytes gathered into one write.
 BATCH_BYTES = 65536
 
@@ -35,14 +28,33 @@ def encode_json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), sort_keys=False)
 
 
+@dataclass(frozen=True)
+class Limits:
+    """What one client of the public socket may hold, and how many there may be."""
+
+    # Bytes queued for one client before it is too slow: a dump of a 64-node table (~100 KB)
+    # several times over, or a few seconds of a busy mesh's `monitor` lines.
+    queue_bytes: int = 1 << 20
+    # While more than this is queued the client's requests are not read: its writer is behind.
+    behind_bytes: int = 256 << 10
+    # A client whose writer stays behind this long (it sends requests and does not read the
+    # answers) is too slow.
+    stall_limit: float = 10.0
+    # Clients at once; one more is told `no too many clients` and closed.
+    max_clients: int = 1024
+
+
 Send = Callable[[bytes], int]  # a non-blocking write: bytes taken; raises BlockingIOError
 
 
 class Client:
     """One connection's subscriptions and outgoing queue."""
 
-    def __init__(self, number: int, send_now: Send | None = None) -> None:
+    def __init__(
+        self, number: int, send_now: Send | None = None, limits: Limits = Limits()
+    ) -> None:
         self.number = number
+        self.limits = limits
         self._send_now = send_now
         self.monitor = False
         self.watch = False
@@ -72,7 +84,7 @@ class Client:
             data = self._write_now(data)
             if not data:
                 return
-        if self.queued + len(data) > QUEUE_BYTES:
+        if self.queued + len(data) > self.limits.queue_bytes:
             self.cut_off()
             return
         self._queue.append(data)
@@ -116,7 +128,7 @@ class Client:
             batch.append(self._queue.popleft())
             size += len(batch[-1])
         self.queued -= size
-        if self.queued <= BEHIND_BYTES:
+        if self.queued <= self.limits.behind_bytes:
             self._caught_up.set()
         return b"".join(batch)
 
@@ -127,9 +139,9 @@ class Client:
 
     async def wait_caught_up(self) -> None:
         """Return once the writer is not behind; cut the client off if it stays behind for
-        STALL_LIMIT seconds."""
-        with trio.move_on_after(STALL_LIMIT) as stall:
-            while self.queued > BEHIND_BYTES:
+        `limits.stall_limit` seconds."""
+        with trio.move_on_after(self.limits.stall_limit) as stall:
+            while self.queued > self.limits.behind_bytes:
                 self._caught_up = trio.Event()
                 await self._caught_up.wait()
         if stall.cancelled_caught:
@@ -146,7 +158,10 @@ class Hub:
     client subscribes, so its snapshot and the stream never overlap.
     """
 
-    def __init__(self, on_subscribers_changed: Callable[[], None] = lambda: None) -> None:
+    def __init__(
+        self, on_subscribers_changed: Callable[[], None] = lambda: None, limits: Limits = Limits()
+    ) -> None:
+        self.limits = limits
         self.clients: set[Client] = set()
         self._counter = 0
         self._on_change = on_subscribers_changed
@@ -169,7 +184,7 @@ class Hub:
 
     def new_client(self, send_now: Send | None = None) -> Client:
         self._counter += 1
-        client = Client(self._counter, send_now)
+        client = Client(self._counter, send_now, self.limits)
         self.clients.add(client)
         return client
 

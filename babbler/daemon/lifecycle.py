@@ -14,6 +14,7 @@ import shutil
 import socket
 import subprocess
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
@@ -32,11 +33,11 @@ from babbler.core.meshkey import MeshKey
 from babbler.core.table import Applied
 from babbler.daemon.babeld.launch import Launch, interface_options
 from babbler.daemon.early import Early
-from babbler.daemon.fanout import Hub
+from babbler.daemon.fanout import Hub, Limits
 from babbler.daemon.identity import Identity
 from babbler.daemon.links.kernel import Kernel
 from babbler.daemon.log import configure as configure_logging
-from babbler.daemon.mesh import Fact, Mesh, MeshHost
+from babbler.daemon.mesh import Fact, Mesh, MeshHost, MeshTunables
 from babbler.daemon.nodeid import NodeId
 from babbler.daemon.nodes import answer as nodeinfo
 from babbler.daemon.nodes.service import NodeService
@@ -44,6 +45,15 @@ from babbler.daemon.server import PublicSocket
 from babbler.daemon.wakeup import Signal, rerun_on
 
 log = structlog.get_logger("babbler.daemon")
+
+
+@dataclass(frozen=True)
+class Tunables:
+    """The numbers the daemon runs by that are not settings (each explained where it is
+    defined): the mesh supervisor's and the public socket's. Tests pass their own."""
+
+    mesh: MeshTunables = field(default_factory=MeshTunables)
+    clients: Limits = field(default_factory=Limits)
 
 
 class Daemon:
@@ -55,7 +65,9 @@ class Daemon:
         reload_config: Callable[[], Config] | None = None,
         key: MeshKey | None = None,
         early: Early | None = None,
+        tunables: Tunables | None = None,
     ) -> None:
+        tunables = tunables or Tunables()
         self.config = config
         self.key = key
         self.kernel = kernel
@@ -66,7 +78,7 @@ class Daemon:
         self.active = False
         self.links_changed = Signal()
         self.demand_changed = Signal()
-        self.hub = Hub(self._subscribers_changed)
+        self.hub = Hub(self._subscribers_changed, tunables.clients)
         self._early = early
         self.mesh = Mesh(
             MeshHost(
@@ -78,9 +90,10 @@ class Daemon:
                 report=self._on_fact,
                 adopt=self._adopt,
                 hello_interval=lambda: self.config.hello_interval,
-            )
+            ),
+            tunables.mesh,
         )
-        self.mesh.watched(False)
+        self.mesh.set_watched(False)
         self._refresh_lock = trio.Lock()
         self._published: dict[str, Any] = {}
         self._collision_check = trio.Event()
@@ -193,7 +206,7 @@ class Daemon:
             self.nodes.routes_changed()
 
     def _subscribers_changed(self) -> None:
-        self.mesh.watched(self.hub.monitoring + self.hub.watching > 0)
+        self.mesh.set_watched(self.hub.monitoring + self.hub.watching > 0)
         self.nodes.watchers_changed()
         self.demand_changed.notify()
 

@@ -8,10 +8,9 @@ Facts are `Applied` (one table entry changed; `.line` is what `monitor` clients 
 
 from __future__ import annotations
 
-import math
 import subprocess
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
@@ -21,35 +20,40 @@ import trio
 from babbler.core.babeld_lines import TableLine
 from babbler.core.backoff import Backoff
 from babbler.core.errors import BabblerError
+from babbler.core.readpolicy import Read, Reading, next_read
 from babbler.core.table import Applied, MeshTable
 from babbler.daemon.babeld.control import BabeldControl, LineCounts, refused
 from babbler.daemon.babeld.launch import Launch
-from babbler.daemon.babeld.session import Ended, Hooks, Session
+from babbler.daemon.babeld.session import Deadlines, Ended, Hooks, Session
 from babbler.daemon.links.kernel import Kernel
 from babbler.daemon.wakeup import Signal, wait_any
 
 log = structlog.get_logger("babbler.mesh")
-
-# A babeld that ran this long without failing resets the back-off: one that fails at once
-# backs off to 30 s, one that crashes now and then is back within 0.1 s each time.
-STABLE_PERIOD = 5.0
-# While no client watches the table, babeld is not asked to `monitor`: it notifies every route
-# it holds about once per hello, and writing that stream cost babeld 1.5x / 1.7x / 2.4x its
-# own CPU at 8 / 16 / 32 nodes (bench/monitor_cost.py, hello 0.1 s). The table is then read
-# with a `dump` every DUMP_INTERVAL seconds (a route once a second instead of 9.4 times),
-# only where that is cheaper: hello intervals up to DUMP_INTERVAL / 4.
-DUMP_INTERVAL = 1.0
-# Without a watcher this long before babeld stops monitoring: a client that reconnects, or
-# `babblerctl watch` run again, finds babeld still monitoring.
-UNWATCHED_GRACE = 5.0
-BACKOFF_INITIAL = 0.1
-BACKOFF_CAP = 30.0
 
 IDLE = "idle"
 STARTING = "starting"
 RUNNING = "running"
 RESTARTING = "restarting"
 WAITING = "waiting-for-interface"
+
+
+@dataclass(frozen=True)
+class MeshTunables:
+    """The supervisor's numbers, each with its reason; tests pass their own."""
+
+    # babeld's restarts: 0.1 s doubling to 30 s; a babeld that ran `stable_period` seconds
+    # without failing resets it: one that fails at once backs off to 30 s, one that crashes
+    # now and then is back within 0.1 s each time.
+    backoff_first: float = 0.1
+    backoff_cap: float = 30.0
+    stable_period: float = 5.0
+    # Without a watcher this long before babeld stops monitoring: a client that reconnects,
+    # or `babblerctl watch` run again, finds babeld still monitoring (core/readpolicy.py).
+    unwatched_grace: float = 5.0
+    # While nobody watches, the table is dumped this often: a route once a second instead of
+    # 9.4 times at hello 0.1 s (core/readpolicy.py says when that pays).
+    dump_interval: float = 1.0
+    deadlines: Deadlines = field(default_factory=Deadlines)  # greeting, requests, stop
 
 
 class Changed(Enum):
@@ -76,8 +80,9 @@ class MeshHost:
 
 
 class Mesh:
-    def __init__(self, host: MeshHost) -> None:
+    def __init__(self, host: MeshHost, tunables: MeshTunables = MeshTunables()) -> None:
         self.host = host
+        self.tunables = tunables
         self.table = MeshTable()
         self.state = IDLE
         self.session: Session | None = None
@@ -87,7 +92,7 @@ class Mesh:
         self.told: dict[str, str] = {}  # interface babeld was told about -> its options
         self._running_since: float | None = None
         self.line_counts = LineCounts()  # over every babeld this daemon ran
-        self._unwatched = False  # nobody watches the table: neighbour changes may wait
+        self._watched = True  # a client watches the table (else neighbour changes may wait)
         self._unwatched_since = 0.0  # trio time
         self._watch_changed = Signal()
         self.monitoring = False  # babeld streams its changes (else: a dump every second)
@@ -99,6 +104,11 @@ class Mesh:
         if session is None:
             return None
         return session.greeting.my_id if session.greeting else session.launch.router_id
+
+    def running_for(self) -> float:
+        """Seconds the current babeld has been running (0 while none runs)."""
+        since = self._running_since
+        return 0.0 if since is None else trio.current_time() - since
 
     def babeld_view(self) -> dict[str, Any]:
         """babeld's part of `status`; the daemon adds `my_id` (it knows the next one too)."""
@@ -121,18 +131,19 @@ class Mesh:
         if applied is not None:
             self.host.report(applied)
 
-    def watched(self, watched: bool) -> None:
-        """Whether anyone watches the table (a `monitor` or `watch` client). While nobody
-        does, babeld's neighbour changes wait in the reader until the table is read
-        (`catch_up`) or someone starts watching (babeld/reader.py)."""
-        if self._unwatched == (not watched):
+    def set_watched(self, watched: bool) -> None:
+        """Say whether anyone watches the table (a `monitor` or `watch` client). While
+        nobody does, babeld's neighbour changes wait in the reader until the table is read
+        (`catch_up`) or someone starts watching (babeld/reader.py), and after a grace the
+        table is dumped instead of monitored (core/readpolicy.py)."""
+        if self._watched == watched:
             return
-        self._unwatched = not watched
-        if self._unwatched and self.session is not None:
+        self._watched = watched
+        if not watched and self.session is not None:
             self._unwatched_since = trio.current_time()
         control = self.session.control if self.session else None
         if control is not None:
-            control.hold(self._unwatched)
+            control.hold(not watched)
         self._watch_changed.notify()
 
     def catch_up(self) -> None:
@@ -150,7 +161,10 @@ class Mesh:
 
     async def run_while_active(self) -> None:
         """Run babeld until cancelled, restarting it with back-off. Leaves no babeld behind."""
-        backoff = Backoff(BACKOFF_INITIAL, BACKOFF_CAP, stable=STABLE_PERIOD)
+        tunables = self.tunables
+        backoff = Backoff(
+            tunables.backoff_first, tunables.backoff_cap, stable=tunables.stable_period
+        )
         try:
             while True:
                 first = await self._wait_for_interface()
@@ -180,7 +194,13 @@ class Mesh:
     async def _one_session(self, first: str) -> Ended:
         adopted = self.host.adopt()
         launch, started = adopted if adopted else (self.host.launch(first), None)
-        session = Session(launch, self.host.kernel.flush_babel_routes, self.line_counts, started)
+        session = Session(
+            launch,
+            self.host.kernel.flush_babel_routes,
+            self.line_counts,
+            started,
+            self.tunables.deadlines,
+        )
         self.session = session
         self.told = {session.launch.first_interface: session.launch.interface_options}
         hooks = Hooks(
@@ -188,7 +208,7 @@ class Mesh:
             on_spawned=lambda: self.host.report(MESH_CHANGED),
             on_reconnect=self.table.begin_resync,
             follow=self._follow,
-            unwatched=lambda: self._unwatched,
+            unwatched=lambda: not self._watched,
         )
         try:
             return await session.run(hooks)
@@ -236,30 +256,37 @@ class Mesh:
                 await wait_any((links, watchers))
 
     async def _read_table(self, control: BabeldControl, next_dump: float) -> tuple[float, float]:
-        """Monitor while someone watches (or where dumps would cost more), else dump every
-        DUMP_INTERVAL. Returns when the next dump is due and how long to wait for it."""
-        now = trio.current_time()
-        dumping_pays = self.host.hello_interval() * 4 <= DUMP_INTERVAL
-        if not (self._unwatched and dumping_pays):
-            if not self.monitoring:  # the snapshot flushes what changed meanwhile
+        """Do what core/readpolicy.py says until it says wait. Returns when the next dump is
+        due and how long to wait (math.inf: until links or watchers change)."""
+        tunables = self.tunables
+        while True:
+            now = trio.current_time()
+            reading = Reading(
+                watched=self._watched,
+                unwatched_since=self._unwatched_since,
+                monitoring=self.monitoring,
+                next_dump=next_dump,
+                hello_interval=self.host.hello_interval(),
+            )
+            read, until = next_read(reading, now, tunables.unwatched_grace, tunables.dump_interval)
+            if read is Read.WAIT:
+                return next_dump, until - now
+            if read is Read.MONITOR:  # the snapshot flushes what changed meanwhile
                 reply = await control.snapshot("monitor")
                 if not reply.ok:
                     raise refused("monitor", reply)
                 self.monitoring = True
-                log.info("babeld monitoring", watched=not self._unwatched)
-            return next_dump, math.inf
-        if self.monitoring:
-            left = self._unwatched_since + UNWATCHED_GRACE - now
-            if left > 0:
-                return next_dump, left
-            await control.require("unmonitor")
-            self.monitoring = False
-            log.info("babeld not monitoring: nobody watches", dump_interval=DUMP_INTERVAL)
-            next_dump = now
-        if now >= next_dump:
-            await control.snapshot("dump")
-            next_dump = trio.current_time() + DUMP_INTERVAL
-        return next_dump, next_dump - trio.current_time()
+                log.info("babeld monitoring", watched=self._watched)
+            elif read is Read.UNMONITOR:
+                await control.require("unmonitor")
+                self.monitoring = False
+                next_dump = now
+                log.info(
+                    "babeld not monitoring: nobody watches", dump_interval=tunables.dump_interval
+                )
+            else:
+                await control.snapshot("dump")
+                next_dump = trio.current_time() + tunables.dump_interval
 
     async def _sync_interfaces(self, control: BabeldControl) -> None:
         """Tell babeld about new usable links, forget gone ones, and re-tell a link whose

@@ -25,8 +25,6 @@ from babbler.daemon.requests import MAX_REQUEST, REQUESTS, BadRequest, View, par
 
 log = structlog.get_logger("babbler.server")
 
-# Connections served at once; more are refused with one line.
-MAX_CLIENTS = 1024
 # How long a departing client gets to take its last lines (and the too-slow notice).
 FAREWELL = 0.5
 # The kernel's own cap on pending connections (net.core.somaxconn, 4096 on current Linux):
@@ -84,7 +82,7 @@ async def _write_queued(stream: trio.SocketStream, client: Client) -> None:
 
 async def handle_client(hub: Hub, view: View, stream: trio.SocketStream) -> None:
     """Serve one connection until it quits, hangs up, is too slow or the daemon stops."""
-    if len(hub.clients) >= MAX_CLIENTS:
+    if len(hub.clients) >= hub.limits.max_clients:
         # A client may be gone already (a connect storm while full): nothing to tell it.
         with trio.move_on_after(FAREWELL), contextlib.suppress(*HUNG_UP):
             await stream.send_all(b"no too many clients\n")

@@ -25,7 +25,7 @@ from babbler.daemon import paths, routerids
 from babbler.daemon.babeld.launch import Launch, interface_options, write_private
 from babbler.daemon.cli import load_config
 from babbler.daemon.early import Early
-from babbler.daemon.lifecycle import Daemon
+from babbler.daemon.lifecycle import Daemon, Tunables
 from babbler.daemon.linereader import LineReader
 from babbler.daemon.nodeid import NodeId
 from babbler.daemon.spawn import process_name, spawn
@@ -131,6 +131,7 @@ async def running(
     chatter: str | None = None,
     real_changes: bool = False,
     early_on: str | None = None,
+    tunables: Tunables | None = None,
     **settings: Any,
 ) -> AsyncIterator[tuple[Daemon, Fake]]:
     """A daemon on a fake kernel with the fake babeld. `early_on`: babeld is spawned first
@@ -165,7 +166,8 @@ async def running(
         write_private(launch.files.config, launch.config_text())
         early = Early(launch, spawn(launch.args()), time.monotonic())
         fake.early_pid = early.popen.pid
-    daemon = Daemon(config, kernel, NODE, lambda: load_config({}, config.config), early=early)
+    reload = lambda: load_config({}, config.config)  # noqa: E731
+    daemon = Daemon(config, kernel, NODE, reload, early=early, tunables=tunables)
     try:
         async with trio.open_nursery() as nursery:
             await nursery.start(daemon.run)

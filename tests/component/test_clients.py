@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 import socket
 
-import pytest
 import trio
 
-from babbler.daemon import fanout, server
+from babbler.daemon.fanout import Limits
+from babbler.daemon.lifecycle import Tunables
 from babbler.daemon.requests import REQUESTS
 from tests.component.harness import connect, eventually, running, veth
 from tests.fakes.kernel import FakeKernel
@@ -48,11 +48,10 @@ async def test_help_is_the_request_table() -> None:
         assert [line.split(":")[0] for line in lines[:-1]] == list(REQUESTS)
 
 
-async def test_a_client_that_never_reads_is_cut_off_with_bounded_memory(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(fanout, "STALL_LIMIT", 1.0)
-    async with running(FakeKernel(veth("v1x2", 2)), mode="always") as (daemon, _):
+async def test_a_client_that_never_reads_is_cut_off_with_bounded_memory() -> None:
+    tunables = Tunables(clients=Limits(stall_limit=1.0))
+    kernel = FakeKernel(veth("v1x2", 2))
+    async with running(kernel, tunables=tunables, mode="always") as (daemon, _):
         await eventually(lambda: daemon.mesh.state == "running")
         other = await connect(daemon.config.socket_path)
         before = json.loads((await other.request("stats"))[0])
@@ -71,7 +70,7 @@ async def test_a_client_that_never_reads_is_cut_off_with_bounded_memory(
                 except (BrokenPipeError, ConnectionResetError):
                     break
                 biggest = max(c.queued for c in daemon.hub.clients)
-                assert biggest <= fanout.QUEUE_BYTES
+                assert biggest <= daemon.hub.limits.queue_bytes
                 await trio.sleep(0.01)
         assert len(daemon.hub.clients) == 1, "the never-reading client was not cut off"
         assert sent > 100_000, f"only {sent} bytes of requests were sent"
@@ -117,14 +116,13 @@ async def test_a_missing_babeld_shows_in_status_while_idle() -> None:
         assert json.loads((await client.request("status"))[0])["babeld"]["found"] is True
 
 
-async def test_refused_clients_that_already_left_do_not_stop_the_server(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+async def test_refused_clients_that_already_left_do_not_stop_the_server() -> None:
     """At the connection limit, a client that connects and leaves at once (a connect storm
     while the daemon is full) makes the refusal's write fail: the daemon serves on. Seen in
     the hostile-clients test: the whole daemon went down with that write's error."""
-    monkeypatch.setattr(server, "MAX_CLIENTS", 2)
-    async with running(FakeKernel(veth("v1x2", 2)), mode="always") as (daemon, _):
+    tunables = Tunables(clients=Limits(max_clients=2))
+    kernel = FakeKernel(veth("v1x2", 2))
+    async with running(kernel, tunables=tunables, mode="always") as (daemon, _):
         await eventually(lambda: daemon.mesh.state == "running")
         path = str(daemon.config.socket_path)
         first = await connect(daemon.config.socket_path)

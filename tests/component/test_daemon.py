@@ -7,14 +7,17 @@ import json
 import os
 import signal
 from pathlib import Path
+from typing import Any
 
 import pytest
+import structlog
 import trio
 
 from babbler.core.addressing import interface_address
 from babbler.core.config import DEFAULT_HELLO_INTERVAL
-from babbler.daemon import children, mesh
-from babbler.daemon.babeld import control, session
+from babbler.daemon.babeld.session import Deadlines
+from babbler.daemon.lifecycle import Tunables
+from babbler.daemon.mesh import MeshTunables
 from tests.component.harness import NODE, alive, connect, eventually, running, veth
 from tests.fakes.kernel import FakeKernel
 
@@ -100,11 +103,14 @@ async def test_babeld_that_exits_at_once_is_retried_with_backoff_and_reported() 
         assert gaps[2] > gaps[0]  # 0.1, 0.2, 0.4 s... plus start-up time
 
 
-async def test_babeld_that_never_greets_is_killed_and_restarted(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(session, "GREETING_DEADLINE", 0.5)
-    async with running(FakeKernel(veth("v1x2", 2)), fake_mode="silent", mode="always") as (d, fake):
+def mesh_numbers(**numbers: Any) -> Tunables:
+    return Tunables(mesh=MeshTunables(**numbers))
+
+
+async def test_babeld_that_never_greets_is_killed_and_restarted() -> None:
+    tunables = mesh_numbers(deadlines=Deadlines(greeting=0.5))
+    kernel = FakeKernel(veth("v1x2", 2))
+    async with running(kernel, "silent", tunables=tunables, mode="always") as (d, fake):
         await eventually(lambda: len(fake.starts()) >= 2, what="a second attempt")
         assert "did not greet within 0.5 s" in (d.mesh.last_error or "")
         first_pid = fake.starts()[0][0]
@@ -301,9 +307,10 @@ async def test_stopping_stops_babeld_and_removes_addresses_and_socket() -> None:
     assert not socket_path.exists()
 
 
-async def test_babeld_that_stops_answering_is_restarted(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(control, "REQUEST_DEADLINE", 0.5)
-    async with running(FakeKernel(veth("v1x2", 2)), fake_mode="mute", mode="always") as (d, fake):
+async def test_babeld_that_stops_answering_is_restarted() -> None:
+    tunables = mesh_numbers(deadlines=Deadlines(request=0.5))
+    kernel = FakeKernel(veth("v1x2", 2))
+    async with running(kernel, "mute", tunables=tunables, mode="always") as (d, fake):
         await eventually(lambda: len(fake.starts()) >= 2, what="a restart after the hang")
         assert "did not answer 'monitor' within 0.5 s" in (d.mesh.last_error or "")
 
@@ -327,10 +334,10 @@ async def test_sighup_reload_applies_the_file_and_a_bad_file_changes_nothing(
         assert daemon.mesh.state == "running"
 
 
-async def test_babeld_ignoring_sigterm_is_killed_at_stop(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(children, "STOP_GRACE", 0.3)
+async def test_babeld_ignoring_sigterm_is_killed_at_stop() -> None:
+    tunables = mesh_numbers(deadlines=Deadlines(stop_grace=0.3))
     kernel = FakeKernel(veth("v1x2", 2))
-    async with running(kernel, fake_mode="stubborn", mode="always") as (daemon, fake):
+    async with running(kernel, "stubborn", tunables=tunables, mode="always") as (daemon, fake):
         await eventually(lambda: daemon.mesh.state == "running")
         started = trio.current_time()
     pid = fake.starts()[0][0]
@@ -339,25 +346,32 @@ async def test_babeld_ignoring_sigterm_is_killed_at_stop(monkeypatch: pytest.Mon
     assert trio.current_time() - started < 3
 
 
-async def test_backoff_grows_while_babeld_keeps_dying_and_resets_after_a_stable_run(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(mesh, "STABLE_PERIOD", 1.0)
-    async with running(FakeKernel(veth("v1x2", 2)), mode="always") as (daemon, fake):
+async def test_backoff_grows_while_babeld_keeps_dying_and_resets_after_a_stable_run() -> None:
+    """The pauses the supervisor chooses, as it logs them: doubling while babeld keeps
+    dying, back to the first after a run of `stable_period` (the numbers: core/backoff.py's
+    unit test)."""
+    tunables = mesh_numbers(stable_period=1.0)
+    async with running(FakeKernel(veth("v1x2", 2)), tunables=tunables, mode="always") as (
+        daemon,
+        fake,
+    ):
 
-        async def kill_and_time_restart() -> float:
+        async def kill_when_running() -> None:
             await eventually(lambda: daemon.mesh.state == "running")
             count = len(fake.starts())
-            killed = trio.current_time()
             os.kill(fake.starts()[-1][0], signal.SIGKILL)
             await eventually(lambda: len(fake.starts()) > count, what="babeld started again")
-            return trio.current_time() - killed
 
-        quick = [await kill_and_time_restart() for _ in range(4)]  # 0.1, 0.2, 0.4, 0.8 s
-        assert quick[3] > quick[0] + 0.5
-        await eventually(lambda: daemon.mesh.state == "running")
-        await trio.sleep(1.2)  # a run longer than STABLE_PERIOD
-        assert await kill_and_time_restart() < quick[3] - 0.4  # back to the first step
+        with structlog.testing.capture_logs() as logs:
+            for _ in range(4):
+                await kill_when_running()
+            await eventually(lambda: daemon.mesh.state == "running")
+            await eventually(
+                lambda: daemon.mesh.running_for() >= 1.0, timeout=10, what="a stable run"
+            )
+            await kill_when_running()
+        delays = [e["delay"] for e in logs if e["event"] == "restarting babeld" and "delay" in e]
+        assert delays == [0.1, 0.2, 0.4, 0.8, 0.1]
         assert daemon.mesh.restarts == 5
 
 
@@ -417,16 +431,14 @@ async def test_babeld_started_early_on_a_link_the_daemon_does_not_use_is_replace
         assert d.mesh.session is not None and d.mesh.session.launch.first_interface == "v1x2"
 
 
-async def test_unwatched_babeld_is_dumped_not_monitored_and_a_gone_route_goes(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+async def test_unwatched_babeld_is_dumped_not_monitored_and_a_gone_route_goes() -> None:
     """Nobody watching: babblerd stops babeld's `monitor` stream and reads `dump`s instead;
     a route babeld drops meanwhile leaves `status`; a watcher brings `monitor` back, and its
     snapshot and stream stay a consistent table (no route added twice, none left behind)."""
-    monkeypatch.setattr(mesh, "UNWATCHED_GRACE", 0.3)
-    monkeypatch.setattr(mesh, "DUMP_INTERVAL", 0.4)  # pays at hello 0.1 s: 4 x 0.1 <= 0.4
+    # dumps pay at hello 0.1 s: 4 x 0.1 <= 0.4
+    tunables = mesh_numbers(unwatched_grace=0.3, dump_interval=0.4)
     kernel = FakeKernel(veth("v1x2", 2))
-    async with running(kernel, mode="always") as (daemon, fake):
+    async with running(kernel, tunables=tunables, mode="always") as (daemon, fake):
         await eventually(lambda: "unmonitor" in fake.requests(), what="unmonitor")
         await eventually(lambda: fake.requests()[-1:] == ["dump"], what="dumps")
         assert not daemon.mesh.monitoring

@@ -21,13 +21,15 @@ import pytest
 
 from babbler.client import Connection
 from babbler.core.errors import BabblerError
-from babbler.daemon.server import MAX_CLIENTS
+from babbler.daemon.fanout import Limits
 from babbler.lab import Lab, Node
 from tests.integration.helpers import WAIT, LabFactory, batch, stats, until
 from tests.integration.watcher import Follower
 from tests.needs import tool
 
 pytestmark = pytest.mark.integration
+
+MAX_CLIENTS = Limits().max_clients
 IDLE = 1000
 STORM = 10_000
 

@@ -159,13 +159,10 @@ def test_parsers_read_the_recorded_outputs() -> None:
     )
 
 
-async def test_a_route_message_wakes_the_watcher_and_silence_still_rereads(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(darwin, "REREAD_INTERVAL", 0.2)
+async def test_a_route_message_wakes_the_watcher_and_silence_still_rereads() -> None:
     ours, system_side = trio.socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
     with ours, system_side:
-        kernel = DarwinKernel(FakeMac().system(), ours)
+        kernel = DarwinKernel(FakeMac().system(), ours, reread_interval=0.2)
         with trio.fail_after(5):
             await system_side.send(b"\x9c\x00\x05\x0c")  # RTM_IFINFO-shaped bytes
             start = trio.current_time()

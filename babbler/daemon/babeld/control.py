@@ -74,8 +74,14 @@ class LineCounts:
 
 
 class BabeldControl:
-    def __init__(self, stream: trio.SocketStream, counts: LineCounts | None = None) -> None:
+    def __init__(
+        self,
+        stream: trio.SocketStream,
+        counts: LineCounts | None = None,
+        request_deadline: float = REQUEST_DEADLINE,
+    ) -> None:
         self._stream = stream
+        self.request_deadline = request_deadline
         self._reader = LineReader(stream, MAX_LINE)  # the greeting; then reader.py
         self._pending: collections.deque[_Pending] = collections.deque()
         self._send_lock = trio.Lock()
@@ -182,9 +188,9 @@ class BabeldControl:
 
     async def request(self, text: str, deadline: float | None = None) -> StatusLine:
         """Send one request line and wait for its status line.
-        Raises BabeldError when babeld does not answer within `deadline` (default
-        REQUEST_DEADLINE) or goes away."""
-        deadline = REQUEST_DEADLINE if deadline is None else deadline
+        Raises BabeldError when babeld does not answer within `deadline` (default: the
+        connection's `request_deadline`) or goes away."""
+        deadline = self.request_deadline if deadline is None else deadline
         if self.closed:
             raise BabeldError("babeld control connection is closed")
         pending = _Pending(text)
@@ -232,7 +238,9 @@ class BabeldControl:
         await self._stream.aclose()
 
 
-async def connect(path: Path, counts: LineCounts | None = None) -> BabeldControl:
+async def connect(
+    path: Path, counts: LineCounts | None = None, request_deadline: float = REQUEST_DEADLINE
+) -> BabeldControl:
     """Connect to babeld's socket as soon as it exists and read its greeting.
     Callers bound this with a deadline (babeld may never create it)."""
     while True:
@@ -246,7 +254,7 @@ async def connect(path: Path, counts: LineCounts | None = None) -> BabeldControl
         except BaseException:
             sock.close()
             raise
-        control = BabeldControl(trio.SocketStream(sock), counts)
+        control = BabeldControl(trio.SocketStream(sock), counts, request_deadline)
         try:
             await control.read_greeting()
         except BaseException:

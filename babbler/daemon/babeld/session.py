@@ -22,17 +22,22 @@ import trio
 from babbler.core.babeld_lines import TableLine
 from babbler.core.errors import BabblerError, BabeldError, BabeldExited
 from babbler.daemon.babeld import sndbuf
-from babbler.daemon.babeld.control import BabeldControl, ControlCut, Greeting, LineCounts, connect
+from babbler.daemon.babeld.control import (
+    REQUEST_DEADLINE,
+    BabeldControl,
+    ControlCut,
+    Greeting,
+    LineCounts,
+    connect,
+)
 from babbler.daemon.babeld.launch import Launch, write_private
 from babbler.daemon.babeld.process import clear_stale
 from babbler.daemon.babeld.reader import GATHER
-from babbler.daemon.children import Child
+from babbler.daemon.children import STOP_GRACE, Child
 from babbler.daemon.spawn import spawn
 
 log = structlog.get_logger("babbler.babeld")
 
-# From spawn to greeting; babeld's socket appears after ~0.15 s.
-GREETING_DEADLINE = 5.0
 # Control connections babeld may cut (it does when a write to us waits 100 ms) in one
 # session before the session counts as failed and babeld is restarted.
 CUT_LIMIT = 10
@@ -40,6 +45,15 @@ CUT_LIMIT = 10
 RECONNECT_PAUSE = 0.05
 # How long a finished babeld's output may take to drain into the log and the error.
 OUTPUT_DRAIN = 1.0
+
+
+@dataclass(frozen=True)
+class Deadlines:
+    """How long babeld gets, each time, before the session ends as failed."""
+
+    greeting: float = 5.0  # from spawn to greeting; babeld's socket appears after ~0.15 s
+    request: float = REQUEST_DEADLINE  # for each control request's status line
+    stop_grace: float = STOP_GRACE  # from SIGTERM to SIGKILL; babeld exits in 30-60 ms
 
 
 @dataclass(frozen=True)
@@ -72,9 +86,11 @@ class Session:
         flush_routes: Callable[[], Awaitable[int]],
         counts: LineCounts | None = None,
         started: subprocess.Popen[bytes] | None = None,
+        deadlines: Deadlines = Deadlines(),
     ) -> None:
         """`started`: a babeld already spawned with `launch` (the early start) to adopt."""
         self.launch = launch
+        self.deadlines = deadlines
         self._started = started
         self._widen_failed = False
         self._counts = counts
@@ -126,7 +142,7 @@ class Session:
         finally:
             self._scope = None
             with trio.CancelScope(shield=True):
-                code = await process.stop()
+                code = await process.stop(self.deadlines.stop_grace)
                 log.info("babeld stopped", pid=process.pid, status=code)
         return self._ended or Ended("babeld session ended")
 
@@ -144,10 +160,12 @@ class Session:
         cuts = 0
         while True:
             try:
-                with trio.fail_after(GREETING_DEADLINE):
-                    control = await connect(self.launch.files.socket, self._counts)
+                with trio.fail_after(self.deadlines.greeting):
+                    socket = self.launch.files.socket
+                    control = await connect(socket, self._counts, self.deadlines.request)
             except trio.TooSlowError:
-                self._fail(BabeldError(f"babeld did not greet within {GREETING_DEADLINE:g} s"))
+                deadline = self.deadlines.greeting
+                self._fail(BabeldError(f"babeld did not greet within {deadline:g} s"))
                 return
             except BabeldError as error:
                 self._fail(error)

@@ -205,7 +205,13 @@ _GONE = ("Can't assign requested address", "does not exist", "Device not configu
 class DarwinKernel:
     """The Kernel protocol (links.kernel) on macOS."""
 
-    def __init__(self, system: System, route_socket: trio.socket.SocketType | None) -> None:
+    def __init__(
+        self,
+        system: System,
+        route_socket: trio.socket.SocketType | None,
+        reread_interval: float = REREAD_INTERVAL,
+    ) -> None:
+        self.reread_interval = reread_interval
         self._system = system
         self.events = EventSocket(route_socket) if route_socket is not None else None
         self._ports: dict[str, str] = {}
@@ -255,9 +261,9 @@ class DarwinKernel:
 
     async def wait_for_change(self) -> None:
         if self.events is None:
-            await trio.sleep(REREAD_INTERVAL)
+            await trio.sleep(self.reread_interval)
             return
-        with trio.move_on_after(REREAD_INTERVAL):
+        with trio.move_on_after(self.reread_interval):
             await self.events.burst()
 
     async def add_address(self, change: AddressChange) -> None:
