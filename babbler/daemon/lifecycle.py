@@ -95,6 +95,8 @@ class Daemon:
         )
         self.mesh.set_watched(False)
         self._refresh_lock = trio.Lock()
+        self._babeld_found = False
+        self._find_babeld()
         self._published: dict[str, Any] = {}
         self._collision_check = trio.Event()
         self._unmatched: list[str] = []
@@ -140,8 +142,12 @@ class Daemon:
         """The running (or starting) babeld's router id, else the one the next will use."""
         return self.mesh.my_id or self.identity.next_router_id
 
-    def dump_lines(self) -> list[str]:
+    def settle(self) -> None:
+        """Apply what babeld said that still waits (neighbour changes held while nobody
+        watches) and publish it. Called before a request reads; never from inside a read."""
         self.mesh.catch_up()
+
+    def dump_lines(self) -> list[str]:
         return self.mesh.table.dump_lines()
 
     def counters(self) -> dict[str, int]:
@@ -156,14 +162,14 @@ class Daemon:
         return {
             **self.mesh.babeld_view(),
             "my_id": self.my_id,
-            "found": shutil.which(self.config.babeld) is not None,
+            "found": self._babeld_found,
         }
 
     def facts(self, asker: object = None, with_nodes: bool = True) -> views.Facts:
         """What the views are made of. `with_nodes=False`: without `status.nodes`, which
         the node-level events and the node info do not show (each answer to another node
-        made it anew: 63 a minute and more on a node of a 64-ring)."""
-        self.mesh.catch_up()
+        made it anew: 63 a minute and more on a node of a 64-ring). A read: it publishes
+        nothing (`settle` first for what babeld said last)."""
         node = self.identity.node
         return views.Facts(
             version=__version__,
@@ -225,7 +231,13 @@ class Daemon:
         cost = link_cost(link, self.config.cost) if link else UNKNOWN_COST
         return interface_options(self.config.hello_interval, cost, self.key is not None)
 
+    def _find_babeld(self) -> None:
+        """Whether babeld is installed, looked up per babeld start and on reload (so one
+        installed later is seen), never per `status`: a walk over PATH each time."""
+        self._babeld_found = shutil.which(self.config.babeld) is not None
+
     def _launch(self, first: str) -> Launch:
+        self._find_babeld()
         self.identity.new_babeld(self.config.hello_interval)
         return Launch.build(
             self.config,
@@ -244,6 +256,7 @@ class Daemon:
 
     def info_answer(self) -> bytes:
         """This node's info, as other nodes read it (nodes/answer.py)."""
+        self.settle()
         value = nodeinfo.answer(
             self.facts(with_nodes=False),
             self.name,
@@ -397,6 +410,7 @@ class Daemon:
         if fixed:
             log.warning("these settings change only at restart", settings=fixed)
         configure_logging(self.config.log_format, self.config.log_level)
+        self._find_babeld()
         log.info("configuration reloaded", config=str(self.config.config))
         self.demand_changed.notify()
         await self.refresh()

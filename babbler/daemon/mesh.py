@@ -147,7 +147,8 @@ class Mesh:
         self._watch_changed.notify()
 
     def catch_up(self) -> None:
-        """Bring the table up to what babeld has said, before reading it."""
+        """Bring the table up to what babeld has said, before reading it; what changes is
+        reported now (so: not from inside a read)."""
         control = self.session.control if self.session else None
         if control is not None:
             control.catch_up()

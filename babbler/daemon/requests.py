@@ -19,9 +19,12 @@ MAX_REQUEST = 4096
 
 
 class View(Protocol):
-    """What requests read from the daemon."""
+    """What requests read from the daemon. Reads publish nothing; a request that reads the
+    table calls `settle` first, which applies what babeld said that still waits and
+    publishes it to the subscribers already there."""
 
     def header(self) -> list[str]: ...
+    def settle(self) -> None: ...
     def dump_lines(self) -> list[str]: ...
     def counters(self) -> dict[str, int]:
         """babeld's lines in (and repeats dropped), over the daemon's life."""
@@ -48,6 +51,7 @@ def _lines(lines: list[str], status: str = "ok") -> str:
 
 
 def _dump(client: Client, hub: Hub, view: View) -> None:
+    view.settle()
     client.offer(_lines(view.dump_lines()))
 
 
@@ -57,6 +61,7 @@ def _monitor(client: Client, hub: Hub, view: View) -> None:
         return
     # Snapshot and subscription happen with no await between: nothing is missed, and
     # nothing published before the snapshot is sent again after it.
+    view.settle()
     hub.flush()
     client.offer(_lines(view.dump_lines()))
     client.monitor = True
@@ -71,6 +76,7 @@ def _unmonitor(client: Client, hub: Hub, view: View) -> None:
 
 
 def _status(client: Client, hub: Hub, view: View) -> None:
+    view.settle()
     client.offer(encode_json(view.status(client)) + "\nok\n")
 
 
@@ -78,6 +84,7 @@ def _watch(client: Client, hub: Hub, view: View) -> None:
     if client.watch:
         client.offer("bad already watching\n")
         return
+    view.settle()
     hub.flush()
     client.offer(encode_json({"type": "snapshot", "status": view.status(client)}) + "\n")
     client.watch = True

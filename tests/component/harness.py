@@ -58,6 +58,7 @@ class Fake:
     def __init__(self, base: Path) -> None:
         self.log = base / "fake.log"
         self.log.touch()
+        self.wrapper = base / "babeld"  # the fake babeld's program
         self._kept: list[str] | None = None
         self.early_pid: int | None = None  # the babeld spawned before the daemon, if any
 
@@ -138,7 +139,7 @@ async def running(
     on that interface, as babblerd's early start does, for the daemon to adopt (or not)."""
     base = Path(tempfile.mkdtemp(prefix="bbc", dir="/tmp"))  # short: socket paths < 108 bytes
     fake = Fake(base)
-    wrapper = base / "babeld"
+    wrapper = fake.wrapper
     env = {"FAKE_BABELD_MODE": fake_mode, "FAKE_BABELD_LOG": str(fake.log)}
     if chatter:
         env["FAKE_BABELD_CHATTER"] = chatter

@@ -5,7 +5,9 @@ connections is accepted."""
 from __future__ import annotations
 
 import json
+import shutil
 import socket
+from pathlib import Path
 
 import trio
 
@@ -139,3 +141,20 @@ async def test_refused_clients_that_already_left_do_not_stop_the_server() -> Non
         await eventually(lambda: len(daemon.hub.clients) == 1, what="one left")
         third = await connect(daemon.config.socket_path)
         assert json.loads((await third.request("status"))[0])["mesh"] == "running"
+
+
+async def test_babeld_installed_while_the_daemon_waits_is_found_at_its_next_start(
+    tmp_path: Path,
+) -> None:
+    """babeld's presence is looked up per babeld start (and on reload), not per `status`:
+    installed while the daemon backs off, it is found, started, and shown as found."""
+    later = tmp_path / "babeld"
+    kernel = FakeKernel(veth("v1x2", 2))
+    async with running(kernel, mode="always", babeld=str(later)) as (d, fake):
+        client = await connect(d.config.socket_path)
+        await eventually(lambda: d.mesh.restarts >= 1, what="a failed start")
+        status = json.loads((await client.request("status"))[0])
+        assert status["babeld"]["found"] is False and status["mesh"] != "running"
+        shutil.copy(fake.wrapper, later)  # installed now
+        await eventually(lambda: d.mesh.state == "running", timeout=40, what="babeld started")
+        assert json.loads((await client.request("status"))[0])["babeld"]["found"] is True

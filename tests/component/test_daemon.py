@@ -17,7 +17,7 @@ from babbler.core.addressing import interface_address
 from babbler.core.config import DEFAULT_HELLO_INTERVAL
 from babbler.daemon.babeld.session import Deadlines
 from babbler.daemon.lifecycle import Tunables
-from babbler.daemon.mesh import MeshTunables
+from babbler.daemon.mesh import Fact, MeshTunables
 from tests.component.harness import NODE, alive, connect, eventually, running, veth
 from tests.fakes.kernel import FakeKernel
 
@@ -180,12 +180,18 @@ async def test_unwatched_neighbour_changes_wait_but_status_and_dump_show_the_lat
 
         await eventually(lambda: daemon.mesh.line_counts.held >= 10, what="changes held")
         babeld = fake.starts()[0][0]
-        os.kill(babeld, signal.SIGSTOP)  # its last line is now read and held, not applied
+        os.kill(babeld, signal.SIGSTOP)  # its last line is read and held, not applied
         try:
-            await trio.sleep(0.3)
             last = int((fake.log.parent / "stamps").read_text().split()[-2])
-            status = json.loads((await client.request("status"))[0])
-            assert status["neighbours"][0]["rtt"] == last / 1000
+
+            async def status_rtt() -> float:
+                return float(
+                    json.loads((await client.request("status"))[0])["neighbours"][0]["rtt"]
+                )
+
+            with trio.fail_after(10):
+                while await status_rtt() != last / 1000:
+                    last = int((fake.log.parent / "stamps").read_text().split()[-2])
             dump = await client.request("dump")
             assert any(f" rtt {last / 1000:.3f} " in line for line in dump)
         finally:
@@ -205,6 +211,34 @@ async def test_unwatched_neighbour_changes_wait_but_status_and_dump_show_the_lat
         assert (await stats())["babeld_held"] == held, "held while someone watched"
         await monitor.aclose()
         await eventually(lambda: daemon.mesh.line_counts.held > held, what="held again")
+
+
+async def test_reads_publish_nothing_and_settle_publishes_what_was_held() -> None:
+    """`facts`, `status` and `dump_lines` only read: the neighbour changes held while nobody
+    watches are applied and reported by `settle`, which a request calls before reading."""
+    kernel = FakeKernel(veth("v1x2", 2))
+    async with running(kernel, chatter="0.02,1", real_changes=True, mode="always") as (
+        daemon,
+        _,
+    ):
+        await eventually(lambda: daemon.mesh.line_counts.held >= 3, what="changes held")
+        reported: list[object] = []
+        report = daemon.mesh.host.report
+
+        def counted(fact: Fact) -> None:
+            reported.append(fact)
+            report(fact)
+
+        daemon.mesh.host.report = counted
+        held = daemon.mesh.line_counts.held
+        await eventually(lambda: daemon.mesh.line_counts.held > held, what="one more held")
+        count = len(reported)
+        daemon.facts()
+        daemon.status()
+        daemon.dump_lines()
+        assert len(reported) == count, "a read reported a fact"
+        daemon.settle()
+        assert len(reported) > count, "settle reported nothing that was held"
 
 
 async def test_slow_client_is_cut_off_and_others_keep_receiving() -> None:
