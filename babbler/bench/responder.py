@@ -90,7 +90,7 @@ class Responder:
                 conn.sendall(wire.answer(ok=True))
                 conn.settimeout(max(0.1, deadline - time.monotonic()))
                 self.run(conn, request, deadline)
-            except wire.BadRequest as error:
+            except wire.BadBenchRequest as error:
                 with contextlib.suppress(OSError):
                     conn.sendall(wire.answer(error=f"bad request: {error}"))
             except OSError:

@@ -39,7 +39,7 @@ KiB = 1024
 SWEEP = tuple(KiB * 4**i for i in range(11))
 
 
-class BadRequest(ValueError):
+class BadBenchRequest(ValueError):
     """A request the responder refuses; the message goes back to the client."""
 
 
@@ -63,29 +63,29 @@ class Request:
 def _int(obj: dict[str, Any], key: str, low: int, high: int) -> int:
     value = obj.get(key, 0)
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise BadRequest(f"{key} must be an integer from {low} to {high}")
+        raise BadBenchRequest(f"{key} must be an integer from {low} to {high}")
     return value
 
 
 def parse(line: bytes) -> Request:
-    """A request from its line. Raises BadRequest with the reason."""
+    """A request from its line. Raises BadBenchRequest with the reason."""
     try:
         obj = json.loads(line)
     except (ValueError, UnicodeDecodeError):
-        raise BadRequest("not a JSON line") from None
+        raise BadBenchRequest("not a JSON line") from None
     if not isinstance(obj, dict):
-        raise BadRequest("not a JSON object")
+        raise BadBenchRequest("not a JSON object")
     test = obj.get("test")
     if test not in TESTS:
-        raise BadRequest(f"test must be one of {', '.join(TESTS)}")
+        raise BadBenchRequest(f"test must be one of {', '.join(TESTS)}")
     seconds = obj.get("seconds", 0)
     if isinstance(seconds, bool) or not isinstance(seconds, int | float):
-        raise BadRequest("seconds must be a number")
+        raise BadBenchRequest("seconds must be a number")
     if not 0 <= seconds <= MAX_SESSION:
-        raise BadRequest(f"seconds must be from 0 to {MAX_SESSION:g}")
+        raise BadBenchRequest(f"seconds must be from 0 to {MAX_SESSION:g}")
     token = obj.get("token")
     if token is not None and (not isinstance(token, str) or len(token) > 64):
-        raise BadRequest("token must be a short string")
+        raise BadBenchRequest("token must be a short string")
     request = Request(
         test,
         size=_int(obj, "size", 0, MAX_RTT_SIZE),
@@ -96,18 +96,18 @@ def parse(line: bytes) -> Request:
         token=token,
     )
     if test == "rtt" and not (request.size and request.count):
-        raise BadRequest("rtt needs size and count")
+        raise BadBenchRequest("rtt needs size and count")
     if test == "recv" and not (request.nbytes or request.seconds):
-        raise BadRequest("recv needs bytes or seconds")
+        raise BadBenchRequest("recv needs bytes or seconds")
     if test == "ring":
         if not (request.to and request.seconds and request.token):
-            raise BadRequest("ring needs to, seconds and token")
+            raise BadBenchRequest("ring needs to, seconds and token")
         try:
             to = IPv6Address(request.to)
         except ValueError:
-            raise BadRequest("ring's to must be an IPv6 address") from None
+            raise BadBenchRequest("ring's to must be an IPv6 address") from None
         if to not in MESH_PREFIX:
-            raise BadRequest("ring's to must be a mesh address")
+            raise BadBenchRequest("ring's to must be a mesh address")
     return request
 
 

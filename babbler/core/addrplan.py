@@ -24,7 +24,7 @@ from babbler.core.addressing import (
     node_address,
     node_range,
 )
-from babbler.core.links import AddressChange, Selector, Snapshot
+from babbler.core.links import AddressChange, Links, Selector
 
 
 @dataclass(frozen=True)
@@ -61,14 +61,14 @@ class IndexBook:
 
 
 def wanted_addresses(
-    snapshot: Snapshot, selector: Selector, node_id: int, book: IndexBook, active: bool
+    links: Links, selector: Selector, node_id: int, book: IndexBook, active: bool
 ) -> dict[str, IPv6Address]:
     """Interface name -> the one mesh address it should hold now."""
     if not active:
         return {}
     wanted = {}
-    for name in sorted(snapshot):
-        link = snapshot[name]
+    for name in sorted(links):
+        link = links[name]
         if link.is_loopback:
             wanted[name] = node_address(node_id)
         elif selector.usable(link):
@@ -78,12 +78,12 @@ def wanted_addresses(
 
 
 def plan(
-    snapshot: Snapshot, selector: Selector, node_id: int, wanted: dict[str, IPv6Address]
+    links: Links, selector: Selector, node_id: int, wanted: dict[str, IPv6Address]
 ) -> AddressPlan:
-    """The additions and removals that turn the snapshot into `wanted`."""
+    """The additions and removals that turn `links` into `wanted`."""
     own = node_range(node_id)
     add, remove = [], []
-    for name, link in sorted(snapshot.items()):
+    for name, link in sorted(links.items()):
         target = wanted.get(name)
         if target is not None and target not in link.addresses:
             add.append(AddressChange(name, link.index, target))

@@ -18,7 +18,7 @@ STATUSES = ("ok", "no", "bad")
 GREETING_KEYS = ("BABEL", "version", "host", "my-id")
 
 
-class ProtocolError(ValueError):
+class MalformedLine(ValueError):
     """A line that is none of the shapes babeld writes."""
 
 
@@ -69,10 +69,10 @@ Line = TableLine | StatusLine | GreetingLine
 
 
 def parse_line(text: str) -> Line:
-    """Parse one line (without its newline). Raises ProtocolError."""
+    """Parse one line (without its newline). Raises MalformedLine."""
     words = text.split()
     if not words:
-        raise ProtocolError("empty line")
+        raise MalformedLine("empty line")
     head = words[0]
     if head in STATUSES:
         return StatusLine(head, text[len(head) :].strip())
@@ -80,13 +80,13 @@ def parse_line(text: str) -> Line:
         return GreetingLine(head, " ".join(words[1:]))
     if head in VERBS:
         if len(words) < 3 or words[1] not in KINDS:
-            raise ProtocolError(f"malformed table line: {text[:80]!r}")
+            raise MalformedLine(f"malformed table line: {text[:80]!r}")
         rest = words[3:]
         if len(rest) % 2:
-            raise ProtocolError(f"odd number of fields: {text[:80]!r}")
+            raise MalformedLine(f"odd number of fields: {text[:80]!r}")
         fields = tuple(zip(rest[0::2], rest[1::2], strict=True))
         return TableLine(head, words[1], words[2], fields)
-    raise ProtocolError(f"unknown line: {text[:80]!r}")
+    raise MalformedLine(f"unknown line: {text[:80]!r}")
 
 
 class RepeatFilter:

@@ -1,11 +1,21 @@
-"""The exceptions babbler raises on purpose.
+"""The exceptions babbler raises on purpose: one tree, defined here at its root and beside
+the code that raises the rest.
 
 BabblerError            anything babbler reports to a person as one clear line
 ├── ConfigError         a flag or config-file value is wrong (exit code 2)
 ├── EnvironmentProblem  the machine is not fit to run on: unsafe directory, no babeld (exit 1)
 ├── KernelError         the system refused an address or route change (carries errno)
-└── BabeldError         babeld misbehaved: exited, no greeting in time, a bad reply
-    └── BabeldExited    the babeld process ended (carries its exit code and last output)
+├── BabeldError         babeld misbehaved: exited, no greeting in time, a bad reply
+│   ├── BabeldExited    the babeld process ended (carries its exit code and last output)
+│   └── ControlCut      babeld cut its control connection but runs on (daemon/babeld/control)
+├── ClientError         a client of the public socket failed (client/errors.py):
+│   └── NotRunning, AccessDenied, Disconnected, Refused (and TooSlow), ProtocolError
+├── BenchError          a link bench measurement failed (bench/runner.py)
+└── LabError            the lab could not be built or run (lab/topology.py)
+
+Not for people, caught where they are raised: MalformedLine (a babeld line that does not
+parse, core/babeld_lines.py), BadRequest (a public-socket request, answered `bad ...`,
+daemon/requests.py), BadBenchRequest (a bench request, bench/wire.py).
 """
 
 from __future__ import annotations

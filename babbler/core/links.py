@@ -1,6 +1,7 @@
 """What the daemon knows about the machine's links, and which of them the mesh uses.
 
-Pure: snapshots are values, built by a platform backend (`links.linux`) and compared here.
+Pure: the links read at one moment are a value (`Links`), built by a platform backend
+(daemon/links/) and compared here.
 Events are triggers, not truth: a backend re-reads everything, and `diff` says what changed.
 """
 
@@ -89,7 +90,7 @@ class Link:
         return "other"
 
 
-Snapshot = Mapping[str, Link]
+Links = Mapping[str, Link]
 
 
 @dataclass(frozen=True, order=True)
@@ -121,17 +122,18 @@ class Selector:
         return self.selects(link) and link.up and link.link_local
 
 
-def selected_links(snapshot: Snapshot, selector: Selector) -> list[Link]:
-    return sorted((ln for ln in snapshot.values() if selector.selects(ln)), key=lambda ln: ln.name)
+def selected_links(links: Links, selector: Selector) -> list[Link]:
+    return sorted((ln for ln in links.values() if selector.selects(ln)), key=lambda ln: ln.name)
 
 
-def usable_names(snapshot: Snapshot, selector: Selector) -> set[str]:
-    return {name for name, link in snapshot.items() if selector.usable(link)}
+def usable_names(links: Links, selector: Selector) -> set[str]:
+    return {name for name, link in links.items() if selector.usable(link)}
 
 
 @dataclass(frozen=True)
 class LinkDiff:
-    """What changed between two snapshots, for acting and for the log line that says why."""
+    """What changed between two reads of the links, for acting and for the log line that
+    says why."""
 
     added: tuple[str, ...] = ()
     removed: tuple[str, ...] = ()
@@ -150,7 +152,7 @@ class LinkDiff:
 _COMPARED = ("index", "up", "link_local", "addresses", "master", "kind", "arp_type", "speed_mbps")
 
 
-def diff(old: Snapshot, new: Snapshot) -> LinkDiff:
+def diff(old: Links, new: Links) -> LinkDiff:
     changed = []
     for name in sorted(old.keys() & new.keys()):
         fields = tuple(f for f in _COMPARED if getattr(old[name], f) != getattr(new[name], f))

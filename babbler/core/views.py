@@ -15,7 +15,7 @@ from typing import Any
 from babbler.core.addressing import format_node_id, node_address, node_id_of, node_range
 from babbler.core.cost import Overrides, link_cost
 from babbler.core.graph import Graph
-from babbler.core.links import Selector, Snapshot, selected_links
+from babbler.core.links import Links, Selector, selected_links
 from babbler.core.table import INFINITY, VIEWS, Applied, MeshTable
 
 
@@ -30,7 +30,7 @@ class Facts:
     mode: str
     mesh: str  # the supervisor's state
     babeld: dict[str, Any]
-    links: Snapshot
+    links: Links
     selector: Selector
     told: frozenset[str]  # interfaces babeld uses
     table: MeshTable
@@ -67,7 +67,7 @@ def interfaces(facts: Facts) -> list[dict[str, Any]]:
     ]
 
 
-def unmatched_globs(links: Snapshot, selector: Selector) -> list[str]:
+def unmatched_globs(links: Links, selector: Selector) -> list[str]:
     """`--interface` patterns that match no link at all: most likely a typo."""
     return [
         pattern

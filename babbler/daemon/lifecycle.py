@@ -73,7 +73,7 @@ class Daemon:
         self.kernel = kernel
         self.identity = Identity(node, config.state_dir, config.hello_interval)
         self._reload_config = reload_config or (lambda: self.config)
-        self.snapshot: dict[str, Link] = {}
+        self.links: dict[str, Link] = {}
         self.book = IndexBook()
         self.active = False
         self.links_changed = Signal()
@@ -126,7 +126,7 @@ class Daemon:
         return Selector(self.config.interface, self.config.exclude)
 
     def usable_names(self) -> set[str]:
-        return usable_names(self.snapshot, self.selector)
+        return usable_names(self.links, self.selector)
 
     def header(self) -> list[str]:
         return [
@@ -179,7 +179,7 @@ class Daemon:
             mode=self.config.mode,
             mesh=self.mesh.state,
             babeld=self.babeld_view(),
-            links=self.snapshot,
+            links=self.links,
             selector=self.selector,
             told=frozenset(self.mesh.told),
             table=self.mesh.table,
@@ -227,7 +227,7 @@ class Daemon:
 
     def interface_options(self, name: str) -> str:
         """The options of babeld's `interface NAME ...` line for this link now."""
-        link = self.snapshot.get(name)
+        link = self.links.get(name)
         cost = link_cost(link, self.config.cost) if link else UNKNOWN_COST
         return interface_options(self.config.hello_interval, cost, self.key is not None)
 
@@ -294,9 +294,9 @@ class Daemon:
     async def refresh(self) -> None:
         """Re-read the links, bring the addresses to the plan, tell followers."""
         async with self._refresh_lock:
-            new = await self.kernel.snapshot()
-            change = diff(self.snapshot, new)
-            self.snapshot = new
+            new = await self.kernel.read_links()
+            change = diff(self.links, new)
+            self.links = new
             if change:
                 # Address-only changes are mostly our own doing: keep them out of info logs.
                 quiet = all(fields == ("addresses",) for _, fields in change.changed)
@@ -317,7 +317,7 @@ class Daemon:
                     except KernelError as error:
                         log.warning(f"cannot {verb} address", **where, error=str(error))
             if todo:
-                self.snapshot = await self.kernel.snapshot()
+                self.links = await self.kernel.read_links()
             if change or todo:
                 self.links_changed.notify()
                 self._publish_node()
@@ -325,7 +325,7 @@ class Daemon:
 
     def _warn_unmatched(self) -> None:
         """Say once, when it becomes true, that an --interface pattern matches no link."""
-        unmatched = views.unmatched_globs(self.snapshot, self.selector)
+        unmatched = views.unmatched_globs(self.links, self.selector)
         if unmatched and unmatched != self._unmatched:
             log.warning("--interface patterns match no link", patterns=unmatched)
         self._unmatched = unmatched

@@ -273,7 +273,7 @@ class Mesh:
             if read is Read.WAIT:
                 return next_dump, until - now
             if read is Read.MONITOR:  # the snapshot flushes what changed meanwhile
-                reply = await control.snapshot("monitor")
+                reply = await control.read_table("monitor")
                 if not reply.ok:
                     raise refused("monitor", reply)
                 self.monitoring = True
@@ -286,7 +286,7 @@ class Mesh:
                     "babeld not monitoring: nobody watches", dump_interval=tunables.dump_interval
                 )
             else:
-                await control.snapshot("dump")
+                await control.read_table("dump")
                 next_dump = trio.current_time() + tunables.dump_interval
 
     async def _sync_interfaces(self, control: BabeldControl) -> None:

@@ -20,6 +20,7 @@ from babbler.daemon.lifecycle import Tunables
 from babbler.daemon.mesh import Fact, MeshTunables
 from tests.component.harness import NODE, alive, connect, eventually, running, veth
 from tests.fakes.kernel import FakeKernel
+from tests.waits import nothing_within
 
 MINE = str(interface_address(NODE.value, 1))
 V1X3_ADDED = (
@@ -146,10 +147,8 @@ async def test_repeats_are_dropped_at_the_door_and_real_changes_reach_both() -> 
         snapshot = json.loads(await watch.readline() or "")
         assert snapshot["type"] == "snapshot" and snapshot["status"]["mesh"] == "running"
         # babeld repeats identical lines (5 every 10 ms here): neither stream sees them.
-        with trio.move_on_after(0.3):
-            assert await monitor.readline() is None, "monitor forwarded a repeat"
-        with trio.move_on_after(0.1):
-            assert await watch.readline() is None, "watch forwarded a repeat"
+        await nothing_within(0.3, monitor.readline, "monitor forwarded a repeat")
+        await nothing_within(0.1, watch.readline, "watch forwarded a repeat")
         # ...until something really changes.
         kernel.set_link(veth("v1x3", 3))
         event = json.loads(await watch.readline() or "")
@@ -438,9 +437,8 @@ async def test_babeld_cutting_the_connection_is_reconnected_not_restarted() -> N
         line = await monitor.readline()  # the fake cuts 0.5 s after the first monitor
         assert line is not None and line.startswith("flush xroute x1"), line
         await eventually(lambda: fake.requests().count("monitor") == 2, what="a new monitor")
-        with trio.move_on_after(0.5):  # nothing else: the re-dump adds nothing new
-            extra = await monitor.readline()
-            raise AssertionError(f"unexpected line after the re-dump: {extra}")
+        # nothing else: the re-dump adds nothing new
+        await nothing_within(0.5, monitor.readline, "a line after the re-dump")
         assert len(fake.starts()) == 1, "babeld was restarted"
         assert d.mesh.restarts == 0 and d.mesh.state == "running"
         assert sorted(d.dump_lines()) == sorted(
@@ -492,6 +490,5 @@ async def test_unwatched_babeld_is_dumped_not_monitored_and_a_gone_route_goes() 
         assert not any(line.startswith("add route") for line in snapshot)
         await eventually(lambda: daemon.mesh.monitoring, what="babeld monitoring again")
         assert fake.requests().count("monitor") == 2  # the session's, then the watcher's
-        with trio.move_on_after(0.5):  # the watcher's snapshot from babeld changed nothing
-            line = await monitor.readline()
-            raise AssertionError(f"a line for a table that did not change: {line}")
+        # the watcher's snapshot from babeld changed nothing
+        await nothing_within(0.5, monitor.readline, "a line for a table that did not change")

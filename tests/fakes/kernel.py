@@ -25,7 +25,7 @@ class FakeKernel:
     def addresses(self, name: str) -> set[str]:
         return {str(a) for a in self.links[name].addresses}
 
-    async def snapshot(self) -> dict[str, Link]:
+    async def read_links(self) -> dict[str, Link]:
         return dict(self.links)
 
     async def wait_for_change(self) -> None:

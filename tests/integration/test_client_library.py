@@ -14,7 +14,16 @@ from pathlib import Path
 
 import trio
 
-from babbler.client import AsyncClient, Client, Disconnected, Event, Lost, NodeEvent, Snapshot
+from babbler.client import (
+    AsyncClient,
+    Client,
+    Disconnected,
+    Event,
+    Lost,
+    NodeEvent,
+    Snapshot,
+    ask,
+)
 from tests.integration.helpers import WAIT, LabFactory, until
 from tests.schemas import check_status
 
@@ -82,8 +91,9 @@ async def test_nodes_come_and_go_and_the_client_outlives_a_daemon_restart(
         await wait_for(lambda: told("down", "n3"), "n3 down")
 
         watcher = threading.Thread(target=blocking, daemon=True)
+        clients = ask(n1.socket, "status")["clients"]  # the two followers (and nobody else)
         watcher.start()
-        await trio.sleep(0.5)  # connected and reading
+        await wait_for(lambda: ask(n1.socket, "status")["clients"] > clients, "watcher in")
         snapshots = sum(isinstance(e, Snapshot) for e in events)
         os.kill(n1.pid or 0, signal.SIGTERM)  # this node's babblerd restarts
         await trio.to_thread.run_sync(lab.wait_exit, n1)

@@ -28,7 +28,7 @@ async def main():
     with trio.move_on_after(2):
         while True:
             await kernel.wait_for_change()
-    links = await kernel.snapshot()
+    links = await kernel.read_links()
     print(json.dumps({{"overflows": kernel.events.overflows, "links": sorted(links)}}))
 
 trio.run(main)

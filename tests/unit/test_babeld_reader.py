@@ -12,6 +12,7 @@ import trio
 from babbler.core.lines import LineSplitter
 from babbler.daemon.babeld.control import LineCounts
 from babbler.daemon.babeld.reader import ThreadedReader
+from tests.waits import nothing_within
 
 ROUTE = b"change route r1 prefix fde0::1/128 metric 96"
 
@@ -89,8 +90,7 @@ async def test_unwatched_neighbour_changes_wait_and_keep_their_order() -> None:
     with ours, babeld:
         reader = started(ours, counts, hold=True)
         babeld.sendall(b"\n".join([rtt("a", "1"), rtt("b", "1"), rtt("a", "2")]) + b"\n")
-        with trio.move_on_after(0.3):
-            assert await reader.batch() is None, "an unwatched neighbour change woke the loop"
+        await nothing_within(0.3, reader.batch, "an unwatched neighbour change woke the loop")
         assert counts.held == 3
         babeld.sendall(ROUTE + b"\n")  # anything else takes them along, in front of it
         assert await reader.batch() == [rtt("a", "2"), rtt("b", "1"), ROUTE]
@@ -103,8 +103,9 @@ async def test_unwatched_neighbour_changes_wait_and_keep_their_order() -> None:
         assert sorted(held) == [rtt("a", "3"), rtt("b", "2")]
 
         babeld.sendall(rtt("a", "4") + b"\n")
-        while counts.held < 6:
-            await trio.sleep(0.01)
+        with trio.fail_after(5):
+            while counts.held < 6:
+                await trio.sleep(0.01)
         reader.hold(False)  # someone watches: what waited comes at once, then every line
         assert await reader.batch() == [rtt("a", "4")]
         babeld.sendall(rtt("a", "5") + b"\n")
@@ -118,7 +119,9 @@ async def test_held_lines_never_overtake_a_batch_the_loop_has_not_taken() -> Non
         reader = started(ours, counts, hold=True)
         flush = b"flush neighbour a address fe80::2 if v1x2"
         babeld.sendall(flush + b"\n")
-        await trio.sleep(0.1)  # read and handed over; the loop has not taken it yet
+        with trio.fail_after(5):  # read and handed over (one step, under the reader's lock)
+            while counts.lines_in < 1:
+                await trio.sleep(0.01)
         babeld.sendall(rtt("a", "2") + b"\n")
         with trio.fail_after(5):
             while counts.held < 1:
@@ -141,8 +144,7 @@ async def test_unwatched_lines_gather_but_answers_and_watchers_do_not_wait() -> 
         babeld.sendall(second + b"\n")
         await trio.sleep(0.2)
         babeld.sendall(ROUTE + b"\n")
-        with trio.move_on_after(1):
-            assert await reader.batch() is None, "read before the gathering time"
+        await nothing_within(1, reader.batch, "read before the gathering time")
 
         requests.append("interface v1x3")  # a request: the wait ends, its answer is read
         reader.wake()

@@ -39,7 +39,7 @@ def test_a_request_round_trips_through_its_line() -> None:
     ],
 )
 def test_bad_requests_are_refused_with_the_reason(line: bytes, says: str) -> None:
-    with pytest.raises(wire.BadRequest, match=says):
+    with pytest.raises(wire.BadBenchRequest, match=says):
         wire.parse(line)
 
 

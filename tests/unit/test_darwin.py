@@ -63,7 +63,7 @@ def mac() -> FakeMac:
 
 
 async def test_default_selection_takes_wired_ports_outside_the_bridge(mac: FakeMac) -> None:
-    links = await DarwinKernel(mac.system(), None).snapshot()
+    links = await DarwinKernel(mac.system(), None).read_links()
     selector = Selector()
     selected = {name for name, link in links.items() if selector.selects(link)}
     # en1 Wi-Fi, en2/en3 in Thunderbolt Bridge, en6 iPhone tether, en7 T2: never.
@@ -78,7 +78,7 @@ async def test_default_selection_takes_wired_ports_outside_the_bridge(mac: FakeM
 
 
 async def test_interface_globs_and_excludes_apply_as_on_linux(mac: FakeMac) -> None:
-    links = await DarwinKernel(mac.system(), None).snapshot()
+    links = await DarwinKernel(mac.system(), None).read_links()
     assert usable_names(links, Selector(exclude=("en0",))) == {"en4"}
     assert usable_names(links, Selector(interface=("en*",), exclude=("en1",))) == {
         "en0",
@@ -90,12 +90,12 @@ async def test_interface_globs_and_excludes_apply_as_on_linux(mac: FakeMac) -> N
 
 async def test_networksetup_is_asked_again_only_when_ports_change(mac: FakeMac) -> None:
     kernel = DarwinKernel(mac.system(), None)
-    await kernel.snapshot()
-    await kernel.snapshot()
+    await kernel.read_links()
+    await kernel.read_links()
     asked = ("networksetup", "-listallhardwareports")
     assert mac.ran.count(asked) == 1
     mac.outputs[("ifconfig", "-l")] += " en8"
-    await kernel.snapshot()
+    await kernel.read_links()
     assert mac.ran.count(asked) == 2
 
 
@@ -110,7 +110,7 @@ async def test_a_link_gone_between_listing_and_reading_is_skipped(mac: FakeMac) 
 
     system.index = index
     mac.failures[("ifconfig", "bridge0")] = "interface bridge0 does not exist"
-    links = await DarwinKernel(system, None).snapshot()
+    links = await DarwinKernel(system, None).read_links()
     assert "en5" not in links and links["en2"].master is None
 
 
@@ -183,7 +183,7 @@ async def test_snapshot_carries_speeds_and_thunderbolt_without_one_counts_as_fas
 ) -> None:
     from babbler.core.cost import link_cost
 
-    links = await darwin.DarwinKernel(mac.system(), None).snapshot()
+    links = await darwin.DarwinKernel(mac.system(), None).read_links()
     assert links["en0"].speed_mbps == 10000 and link_cost(links["en0"]) == 32
     assert links["en5"].speed_mbps == 1000 and link_cost(links["en5"]) == 128
     assert links["en4"].speed_mbps is None and links["en4"].is_thunderbolt

@@ -12,7 +12,7 @@ import trio.testing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from babbler.core.babeld_lines import ProtocolError, TableLine, parse_line
+from babbler.core.babeld_lines import MalformedLine, TableLine, parse_line
 from babbler.core.lines import TOO_LONG, LineSplitter
 from babbler.core.table import MeshTable
 from babbler.daemon.linereader import LineReader
@@ -53,7 +53,7 @@ def test_any_babeld_lines_keep_the_monitor_stream_consistent(texts: list[str]) -
     for text in texts:
         try:
             line = parse_line(text)
-        except ProtocolError:
+        except MalformedLine:
             continue
         if not isinstance(line, TableLine):
             continue
@@ -130,7 +130,7 @@ def test_dropping_repeats_at_the_door_changes_no_table_and_no_real_change(
         for text in lines:
             try:
                 line = parse_line(text)
-            except ProtocolError:
+            except MalformedLine:
                 continue
             if isinstance(line, TableLine) and (applied := table.apply(line)) and applied.real:
                 real.append((applied.verb, applied.line))

@@ -4,7 +4,7 @@ import pytest
 
 from babbler.core.babeld_lines import (
     GreetingLine,
-    ProtocolError,
+    MalformedLine,
     StatusLine,
     TableLine,
     parse_line,
@@ -40,7 +40,7 @@ def test_greeting_and_status_lines() -> None:
 
 @pytest.mark.parametrize("text", ["", "hello", "add", "add gizmo 1 a b", "add route 1 prefix"])
 def test_malformed_lines_raise(text: str) -> None:
-    with pytest.raises(ProtocolError):
+    with pytest.raises(MalformedLine):
         parse_line(text)
 
 

@@ -8,12 +8,12 @@ import json
 from ipaddress import IPv6Address
 from pathlib import Path
 
-from babbler.core.links import Link, Selector, Snapshot, usable_names
+from babbler.core.links import Link, Links, Selector, usable_names
 
 DATA = Path(__file__).parent / "data"
 
 
-def load(name: str) -> Snapshot:
+def load(name: str) -> Links:
     links = json.loads((DATA / name).read_text())
     return {
         d["name"]: Link(**{**d, "addresses": frozenset(map(IPv6Address, d["addresses"]))})
@@ -21,7 +21,7 @@ def load(name: str) -> Snapshot:
     }
 
 
-def selected(snapshot: Snapshot, selector: Selector) -> set[str]:
+def selected(snapshot: Links, selector: Selector) -> set[str]:
     return {name for name, link in snapshot.items() if selector.selects(link)}
 
 

@@ -1,9 +1,11 @@
 """A connection to babeld's read-write control socket (`-G`).
 
-One connection carries everything: `monitor` is sent first and the reader runs for the life
-of the connection, so babeld never waits on us (it drops a client that does not read for
-100 ms). Requests are answered in order, so each status line (`ok`/`no`/`bad`) completes the
-oldest pending request; table lines go to the `on_line` callback as they come.
+One connection carries everything, and a reader (reader.py, a thread) runs for the life of
+the connection, so babeld never waits on us (it drops a client that does not read for
+100 ms): `monitor` is sent first; while nobody watches, the mesh supervisor may switch to a
+`dump` a second (core/readpolicy.py). Requests are answered in order, so each status line
+(`ok`/`no`/`bad`) completes the oldest pending request; table lines go to the `on_line`
+callback as they come.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import trio
 
 from babbler.core.babeld_lines import (
     GreetingLine,
-    ProtocolError,
+    MalformedLine,
     StatusLine,
     TableLine,
     parse_line,
@@ -111,7 +113,7 @@ class BabeldControl:
             text = await self._next_line()
             try:
                 line = parse_line(text)
-            except ProtocolError as error:
+            except MalformedLine as error:
                 raise BabeldError(f"bad greeting from babeld: {error}") from None
             if isinstance(line, StatusLine):
                 if not line.ok:
@@ -174,7 +176,7 @@ class BabeldControl:
     def _take(self, text: str, on_line: Callable[[TableLine], None]) -> None:
         try:
             line = parse_line(text)
-        except ProtocolError as error:
+        except MalformedLine as error:
             log.warning("unparsed babeld line", error=str(error))
             return
         if isinstance(line, TableLine):
@@ -217,7 +219,7 @@ class BabeldControl:
         if not reply.ok:
             raise refused(text, reply)
 
-    async def snapshot(self, request: str) -> StatusLine:
+    async def read_table(self, request: str) -> StatusLine:
         """`dump` or `monitor`: babeld's whole table again, on this connection. Its entries
         that did not change are dropped at the door like any repeat; entries it no longer
         has are flushed from the table once its answer came."""

@@ -227,7 +227,7 @@ class DarwinKernel:
             self._ports_for = wanted
         return self._ports
 
-    async def snapshot(self) -> dict[str, Link]:
+    async def read_links(self) -> dict[str, Link]:
         run = self._system.run
         all_names = names(await run(["ifconfig", "-l"]))
         up = set(names(await run(["ifconfig", "-l", "-u"])))

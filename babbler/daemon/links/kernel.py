@@ -1,7 +1,7 @@
 """The small interface between the daemon and the operating system's network stack.
 
-One implementation per platform (`links.linux`); tests use `links.fake`. The daemon never
-calls the platform any other way, so this is the whole surface that needs root.
+One implementation per platform (`linux`, `darwin`); tests use tests/fakes/kernel.py. The
+daemon never calls the platform any other way, so this is the whole surface that needs root.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from babbler.core.links import AddressChange, Link
 
 
 class Kernel(Protocol):
-    async def snapshot(self) -> dict[str, Link]:
+    async def read_links(self) -> dict[str, Link]:
         """Re-read every link with its state and IPv6 addresses."""
 
     async def wait_for_change(self) -> None:

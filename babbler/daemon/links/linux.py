@@ -117,7 +117,7 @@ class LinuxKernel:
                         return replies
                     replies.append(reply)
 
-    async def snapshot(self) -> dict[str, Link]:
+    async def read_links(self) -> dict[str, Link]:
         links_msg = ifinfmsg()
         links_msg["family"] = socket.AF_UNSPEC
         links = {

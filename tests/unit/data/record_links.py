@@ -18,7 +18,7 @@ from babbler.daemon.links.linux import open_linux_kernel
 
 async def main() -> None:
     async with open_linux_kernel() as kernel:
-        snapshot = await kernel.snapshot()
+        snapshot = await kernel.read_links()
     links = [
         {**asdict(link), "addresses": sorted(map(str, link.addresses))}
         for link in sorted(snapshot.values(), key=lambda ln: ln.index)
