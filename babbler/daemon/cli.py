@@ -83,10 +83,9 @@ def run() -> None:
     """The `babblerd` program: a plain command line is read here, anything else by click."""
     parsed = None if COMPLETION_VARIABLE in os.environ else argv.parse(sys.argv[1:])
     if parsed is None:
-        from babbler.daemon.cli_command import main  # help, version, completion, errors: click's
+        from babbler.daemon.cli_command import parse  # help, version, completion, errors
 
-        main()
-        return
+        parsed = parse(sys.argv[1:])
     start(*parsed)
 
 

@@ -1,12 +1,13 @@
 """`babblerd`'s command line as click reads it: help, version and every error message.
 
 A plain command line never gets here: cli.py reads it with argv.py, 12 ms sooner. This
-module answers the rest (`--help`, `--version`, typos, bad choices) and then starts the
-daemon exactly as cli.py does.
+module answers the rest (`--help`, `--version`, completion, typos, bad choices) or returns
+what click read, and cli.py starts the daemon from it: one start path, whichever reader.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -15,7 +16,6 @@ import click
 
 from babbler import __version__
 from babbler.core.config import DEFAULT_CONFIG, SETTINGS
-from babbler.daemon.cli import start
 
 EPILOG = """\b
 Examples:
@@ -54,13 +54,30 @@ def setting_options(command: F) -> F:
 )
 @setting_options
 @click.version_option(__version__, prog_name="babblerd")
-def main(config: Path | None, **given: Any) -> None:
+def main(config: Path | None, **given: Any) -> tuple[Path | None, dict[str, Any]]:
     """Give each wired link a mesh address and route between nodes with babeld.
 
     Serves the node's state, babeld's table and live changes on <run-dir>/babblerd.sock
     (read it with babblerctl).
     """
-    start(config, flags_given(given))
+    return config, flags_given(given)
+
+
+def parse(args: list[str]) -> tuple[Path | None, dict[str, Any]]:
+    """The config file and the flags given in `args`, as click reads them. Help, version,
+    shell completion and every error end the process here, as click's own main would."""
+    try:
+        result = main.main(args, prog_name="babblerd", standalone_mode=False)
+    except click.ClickException as error:
+        error.show()
+        sys.exit(error.exit_code)
+    except click.Abort:
+        click.echo("Aborted!", err=True)
+        sys.exit(1)
+    if not isinstance(result, tuple):  # --help, --version: click printed it
+        sys.exit(result or 0)
+    config, flags = result
+    return config, flags
 
 
 def flags_given(params: dict[str, Any]) -> dict[str, Any]:

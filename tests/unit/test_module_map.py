@@ -152,3 +152,27 @@ def test_every_path_docs_name_exists() -> None:
             if not (ROOT / path).exists():
                 missing.append(f"{doc.relative_to(ROOT)}: {path}")
     assert not missing, "paths named in the docs that do not exist:\n" + "\n".join(missing)
+
+
+def test_no_module_reaches_itself_through_its_imports() -> None:
+    """No import cycle, lazy ones included (a lazy cycle hides a second way in)."""
+    graph = {m: {t for t, _ in imports(p) if t in MODULES and t != m} for m, p in MODULES.items()}
+    for package in [m for m in MODULES if MODULES[m].name == "__init__.py"]:
+        # a package's __init__ naming its own modules is how packages are, not a cycle
+        graph[package] = {t for t in graph[package] if not t.startswith(package + ".")}
+    cycles = []
+    done: set[str] = set()
+
+    def visit(module: str, path: list[str]) -> None:
+        if module in path:
+            cycles.append(" -> ".join([*path[path.index(module) :], module]))
+            return
+        if module in done:
+            return
+        for target in sorted(graph[module]):
+            visit(target, [*path, module])
+        done.add(module)
+
+    for module in sorted(graph):
+        visit(module, [])
+    assert not cycles, "import cycles:\n" + "\n".join(cycles)
