@@ -11,11 +11,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
+from ipaddress import IPv4Network
 from pathlib import Path
 
 from babbler.core.addressing import parse_node_id
 from babbler.core.cost import MAX_OVERRIDE
 from babbler.core.errors import ConfigError
+from babbler.core.ipv4 import DEFAULT_PREFIX as DEFAULT_IPV4_PREFIX
+from babbler.core.ipv4 import parse_prefix
 from babbler.core.platform import DEFAULT_RUN_DIR, DEFAULT_STATE_DIR, SOCKET_NAME
 
 TYPE_CHECKING = False  # typing costs 3 ms of babblerd's start (cli.py)
@@ -69,6 +72,7 @@ class Config:
     info: tuple[tuple[str, str | int | float | bool], ...] = ()  # user fields of node info
     bench: str = "on"  # the bench responder on the node address
     bench_port: int = DEFAULT_BENCH_PORT
+    ipv4_prefix: IPv4Network | None = DEFAULT_IPV4_PREFIX  # None: no IPv4 on the mesh
 
     @property
     def socket_path(self) -> Path:
@@ -313,6 +317,13 @@ SETTINGS: tuple[Setting, ...] = (
         "this node's name in node info and `babblerctl nodes` [default: the host name]",
         reloadable=True,
         metavar="NAME",
+    ),
+    Setting(
+        "ipv4-prefix",
+        parse_prefix,
+        "private IPv4 prefix (/16 to /22) for node and cable addresses, or off "
+        f"[default: {DEFAULT_IPV4_PREFIX}]",
+        metavar="PREFIX",
     ),
     Setting(
         "info-port",
