@@ -8,13 +8,17 @@ Pure. Rules (DESIGN.md "Addressing"):
   e.g. the node address of a node id given up after a collision);
 - on any link, addresses of the node's own range that are not wanted are removed (they are
   ours, for example left by a daemon that was killed);
-- addresses outside the /48 are never touched.
+- addresses outside the /48 are never touched;
+- link addresses are not preferred as a source (IPv6 preferred lifetime 0), the node
+  address is, so that what this node sends leaves from its node address;
+- IPv4 (`plan_v4`): the node /32 on loopback and a /31 per cable; only addresses recorded
+  as added by babblerd are ever removed (the IPv4 prefix is shared private space).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from ipaddress import IPv6Address
+from ipaddress import IPv4Interface, IPv6Address
 
 from babbler.core.addressing import (
     index_in_range,
@@ -85,8 +89,11 @@ def plan(
     add, remove = [], []
     for name, link in sorted(links.items()):
         target = wanted.get(name)
-        if target is not None and target not in link.addresses:
-            add.append(AddressChange(name, link.index, target))
+        hidden = not link.is_loopback  # a link address: valid, never a preferred source
+        if target is not None and (
+            target not in link.addresses or (target in link.deprecated) != hidden
+        ):
+            add.append(AddressChange(name, link.index, target, deprecated=hidden))
         # Loopback is ours for the mesh prefix too: it holds the node address.
         selected = selector.selects(link) or link.is_loopback
         for address in sorted(link.addresses):
@@ -94,4 +101,26 @@ def plan(
                 continue
             if selected or address in own:
                 remove.append(AddressChange(name, link.index, address))
+    return AddressPlan(tuple(add), tuple(remove))
+
+
+def plan_v4(
+    links: Links,
+    wanted: dict[str, set[IPv4Interface]],
+    recorded: frozenset[tuple[str, IPv4Interface]],
+) -> AddressPlan:
+    """The IPv4 additions and removals that turn `links` into `wanted`: only addresses in
+    `recorded` (added by babblerd, now or before a crash) are removed."""
+    add, remove = [], []
+    for name, addresses in sorted(wanted.items()):
+        link = links.get(name)
+        for address in sorted(addresses):
+            if link is not None and address not in link.addresses_v4:
+                add.append(AddressChange(name, link.index, address.ip, address.network.prefixlen))
+    for name, address in sorted(recorded):
+        link = links.get(name)
+        if address in wanted.get(name, set()) or link is None:
+            continue
+        if address in link.addresses_v4:
+            remove.append(AddressChange(name, link.index, address.ip, address.network.prefixlen))
     return AddressPlan(tuple(add), tuple(remove))

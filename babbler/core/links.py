@@ -10,7 +10,7 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from ipaddress import IPv6Address
+from ipaddress import IPv4Address, IPv4Interface, IPv6Address
 
 ARPHRD_ETHER = 1
 ARPHRD_LOOPBACK = 772
@@ -57,6 +57,9 @@ class Link:
     up: bool = False  # administratively up (IFF_UP)
     link_local: bool = False  # holds a usable (not tentative) fe80::/10 address
     addresses: frozenset[IPv6Address] = field(default_factory=frozenset)  # non-link-local
+    # Those of `addresses` that are valid but not preferred as a source (RFC 6724).
+    deprecated: frozenset[IPv6Address] = field(default_factory=frozenset)
+    addresses_v4: frozenset[IPv4Interface] = field(default_factory=frozenset)
     speed_mbps: int | None = None  # as the kernel reports it; None when it does not say
 
     @property
@@ -93,13 +96,17 @@ class Link:
 Links = Mapping[str, Link]
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True)
 class AddressChange:
     """One mesh address to add to, or remove from, one link."""
 
     interface: str
     index: int  # the link's kernel index
-    address: IPv6Address
+    address: IPv6Address | IPv4Address
+    prefixlen: int = 128
+    # IPv6: valid but not preferred as a source (preferred lifetime 0), so that connections
+    # leave from the node address and outlive the link (DESIGN.md "Source address").
+    deprecated: bool = False
 
 
 @dataclass(frozen=True)
@@ -149,7 +156,18 @@ class LinkDiff:
         return out
 
 
-_COMPARED = ("index", "up", "link_local", "addresses", "master", "kind", "arp_type", "speed_mbps")
+_COMPARED = (
+    "index",
+    "up",
+    "link_local",
+    "addresses",
+    "deprecated",
+    "addresses_v4",
+    "master",
+    "kind",
+    "arp_type",
+    "speed_mbps",
+)
 
 
 def diff(old: Links, new: Links) -> LinkDiff:

@@ -8,7 +8,7 @@ of those into events for what changed; `entry_event` is the event for one table 
 from __future__ import annotations
 
 import fnmatch
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from ipaddress import IPv6Network
 from typing import Any
 
@@ -39,6 +39,9 @@ class Facts:
     keyed: bool = False  # a mesh key is configured (never the key itself)
     name: str = ""  # this node's name (node info)
     nodes: tuple[dict[str, Any], ...] = ()  # the other nodes (nodes.NodeBook.view)
+    # IPv4 (daemon/ipv4_service.py view): ipv4_prefix, node_address_v4, ipv4_problem,
+    # addresses_v4; empty while the daemon has not said.
+    ipv4: dict[str, Any] = field(default_factory=dict)
 
 
 def addresses(facts: Facts) -> list[dict[str, str]]:
@@ -131,6 +134,10 @@ def status(facts: Facts) -> dict[str, Any]:
         "unmatched_globs": unmatched_globs(facts.links, facts.selector),
         "name": facts.name,
         "nodes": list(facts.nodes),
+        "ipv4_prefix": facts.ipv4.get("ipv4_prefix"),
+        "node_address_v4": facts.ipv4.get("node_address_v4"),
+        "ipv4_problem": facts.ipv4.get("ipv4_problem"),
+        "addresses_v4": facts.ipv4.get("addresses_v4", []),
     }
     value["nodes"] = with_hops(value)
     return value

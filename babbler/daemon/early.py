@@ -34,6 +34,7 @@ from babbler.daemon.babeld.launch import (
     interface_options,
     write_private,
 )
+from babbler.daemon.ipv4 import Ipv4
 from babbler.daemon.links.sysfs import read_links
 from babbler.daemon.nodeid import NodeId
 from babbler.daemon.spawn import spawn
@@ -100,9 +101,9 @@ def start(config: Config, node: NodeId, key: MeshKey | None) -> tuple[Early | No
         if not usable:
             return None, "no usable link yet"
         first = usable[0]
-        options = interface_options(
-            config.hello_interval, link_cost(links[first], config.cost), key is not None
-        )
+        ipv4 = Ipv4.load(config.ipv4_prefix, config.state_dir, node.value)
+        cost = link_cost(links[first], config.cost)
+        options = interface_options(config.hello_interval, cost, key is not None, ipv4.via_v6)
         launch = Launch.build(
             config,
             key,
@@ -110,6 +111,7 @@ def start(config: Config, node: NodeId, key: MeshKey | None) -> tuple[Early | No
             str(node_range(node.value)),
             first,
             options,
+            tuple(ipv4.babeld_filters()),
         )
         write_private(launch.files.config, launch.config_text())
         popen = spawn(launch.args())

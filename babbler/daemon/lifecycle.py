@@ -24,7 +24,7 @@ from babbler import __version__
 from babbler.bench import supervise
 from babbler.core import views
 from babbler.core.addressing import node_address
-from babbler.core.addrplan import IndexBook, plan, wanted_addresses
+from babbler.core.addrplan import AddressPlan, IndexBook, plan, wanted_addresses
 from babbler.core.config import Config, reloaded
 from babbler.core.cost import UNKNOWN_COST, link_cost
 from babbler.core.errors import ConfigError, KernelError
@@ -35,6 +35,8 @@ from babbler.daemon.babeld.launch import Launch, interface_options
 from babbler.daemon.early import Early
 from babbler.daemon.fanout import Hub, Limits
 from babbler.daemon.identity import Identity
+from babbler.daemon.ipv4 import Ipv4
+from babbler.daemon.ipv4_service import Ipv4Service
 from babbler.daemon.links.kernel import Kernel
 from babbler.daemon.log import configure as configure_logging
 from babbler.daemon.mesh import Fact, Mesh, MeshHost, MeshTunables
@@ -42,6 +44,7 @@ from babbler.daemon.nodeid import NodeId
 from babbler.daemon.nodes import answer as nodeinfo
 from babbler.daemon.nodes.service import NodeService
 from babbler.daemon.server import PublicSocket
+from babbler.daemon.sysctls import Sysctls
 from babbler.daemon.wakeup import Signal, rerun_on
 
 log = structlog.get_logger("babbler.daemon")
@@ -94,6 +97,14 @@ class Daemon:
             tunables.mesh,
         )
         self.mesh.set_watched(False)
+        self.sysctls = Sysctls(config.state_dir, kernel.sysctl_root)
+        self.ipv4 = Ipv4Service(
+            Ipv4.load(config.ipv4_prefix, config.state_dir, node.value),
+            kernel,
+            self.sysctls,
+            restart=self.mesh.restart_babeld,
+        )
+        self.cables_changed = Signal()  # babeld's links or neighbours came or went
         self._refresh_lock = trio.Lock()
         self._babeld_found = False
         self._find_babeld()
@@ -109,6 +120,7 @@ class Daemon:
             routes=lambda: views.entries(self.mesh.table, "route"),
             hub=self.hub,
             moved=self.node_moved,
+            answered=self._node_answered,
         )
 
     # -- what clients read (requests.View) -----------------------------------------------------
@@ -187,6 +199,7 @@ class Daemon:
             costs=self.config.cost,
             keyed=self.key is not None,
             name=self.name,
+            ipv4=self.ipv4.view(),
             nodes=tuple(self.nodes.view()) if with_nodes else (),
         )
 
@@ -206,6 +219,8 @@ class Daemon:
             event = views.entry_event(fact)
             if event is not None:
                 self.hub.publish_event(event)
+        if fact.entry.kind in ("neighbour", "interface") and fact.verb != "change":
+            self.cables_changed.notify()  # a cable's ends may have come or gone
         if fact.entry.kind == "route":
             self.identity.observe(fact, self.mesh.my_id, trio.current_time())
             self._collision_check.set()  # a candidate's hold may start or end
@@ -229,7 +244,8 @@ class Daemon:
         """The options of babeld's `interface NAME ...` line for this link now."""
         link = self.links.get(name)
         cost = link_cost(link, self.config.cost) if link else UNKNOWN_COST
-        return interface_options(self.config.hello_interval, cost, self.key is not None)
+        v4_via_v6 = self.ipv4.state.via_v6
+        return interface_options(self.config.hello_interval, cost, self.key is not None, v4_via_v6)
 
     def _find_babeld(self) -> None:
         """Whether babeld is installed, looked up per babeld start and on reload (so one
@@ -246,6 +262,7 @@ class Daemon:
             str(self.identity.node_range),
             first,
             self.interface_options(first),
+            tuple(self.ipv4.state.babeld_filters()),
         )
 
     # -- node info -----------------------------------------------------------------------------
@@ -281,7 +298,9 @@ class Daemon:
         if early is None:
             return None
         first = early.launch.first_interface
-        if first not in self.usable_names() or early.popen.poll() is not None:
+        filters = tuple(self.ipv4.state.babeld_filters())
+        stale = early.launch.ipv4_filters != filters  # IPv4 decided otherwise since (a clash)
+        if first not in self.usable_names() or early.popen.poll() is not None or stale:
             log.info("babeld started early not adopted", interface=first)
             early.stop()
             return None
@@ -304,10 +323,12 @@ class Daemon:
                 (log.info if notable else log.debug)("links changed", reasons=change.reasons())
             wanted = wanted_addresses(new, self.selector, self.node_id, self.book, self.active)
             todo = plan(new, self.selector, self.node_id, wanted)
+            todo4 = await self.ipv4.plan(new, self.selector, self.active, self.mesh.table)
             steps = (
-                ("remove", "removed", todo.remove, self.kernel.remove_address),
-                ("add", "added", todo.add, self.kernel.add_address),
+                ("remove", "removed", todo.remove + todo4.remove, self.kernel.remove_address),
+                ("add", "added", todo.add + todo4.add, self.kernel.add_address),
             )
+            failed = []
             for verb, done, items, apply in steps:
                 for item in items:
                     where = {"interface": item.interface, "address": str(item.address)}
@@ -315,7 +336,12 @@ class Daemon:
                         await apply(item)
                         log.info(f"address {done}", **where)
                     except KernelError as error:
+                        failed.append(item)
                         log.warning(f"cannot {verb} address", **where, error=str(error))
+            self.ipv4.applied(c for c in failed if c in todo4.remove)
+            forwarding = usable_names(new, self.selector) if self.active else set()
+            self.ipv4.forward(forwarding, skip=self.config.skip_kernel_setup)
+            todo = AddressPlan(todo.add + todo4.add, todo.remove + todo4.remove)
             if todo:
                 self.links = await self.kernel.read_links()
             if change or todo:
@@ -342,11 +368,24 @@ class Daemon:
             if not self.identity.collision_due(self.mesh.my_id, trio.current_time()):
                 continue
             self.identity.reroll()
+            self.ipv4.state.renumbered(self.node_id)
             self.node_moved.notify()  # serve on the new node address
             self.book.forget_all()
             self.mesh.restart_babeld("node id changed")
             await self.refresh()
             self._publish_node()
+
+    def _node_answered(self, node: int, info: dict[str, Any]) -> None:
+        """Another node's info came: it may hold our IPv4 node address (a collision)."""
+        if self.ipv4.collision(node, info, self.node_id):
+            self.cables_changed.notify()  # re-address now
+
+    async def _follow_cables(self) -> None:
+        """babeld's links and neighbours make the cable addresses: reconcile when they
+        change (and after an IPv4 node address moved)."""
+        while True:
+            await self.cables_changed.event().wait()
+            await self.refresh()
 
     async def _follow_kernel(self) -> None:
         while True:
@@ -420,10 +459,15 @@ class Daemon:
         """Serve until cancelled; on the way out babeld is stopped and our addresses removed."""
         public = PublicSocket(self.config.socket_path)  # first: a bad path touches nothing
         self._started = trio.current_time()
+        restored = self.sysctls.restore_leftovers()  # a babblerd of this boot crashed
+        if restored:
+            log.warning("kernel settings left by a crashed babblerd restored", settings=restored)
         try:
             async with trio.open_nursery() as nursery:
                 await self.refresh()
                 nursery.start_soon(self._follow_kernel)
+                nursery.start_soon(self._follow_cables)
+                nursery.start_soon(self.ipv4.follow_clashes, lambda: self.mesh.table, self.refresh)
                 nursery.start_soon(self._mesh_lifecycle)
                 nursery.start_soon(self._follow_collisions)
                 await nursery.start(public.serve, self.hub, self)
@@ -433,4 +477,5 @@ class Daemon:
             with trio.CancelScope(shield=True), trio.move_on_after(2.0):
                 self.active = False
                 await self.refresh()
+                self.sysctls.restore()
                 log.info("stopped", addresses_left=len(views.addresses(self.facts())))

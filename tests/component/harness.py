@@ -25,6 +25,7 @@ from babbler.daemon import paths, routerids
 from babbler.daemon.babeld.launch import Launch, interface_options, write_private
 from babbler.daemon.cli import load_config
 from babbler.daemon.early import Early
+from babbler.daemon.ipv4 import Ipv4
 from babbler.daemon.lifecycle import Daemon, Tunables
 from babbler.daemon.linereader import LineReader
 from babbler.daemon.nodeid import NodeId
@@ -159,10 +160,12 @@ async def running(
     paths.prepare(config.run_dir, config.private_dir, config.state_dir)
     early = None
     if early_on is not None:
-        options = interface_options(config.hello_interval, 96, keyed=False)
+        ipv4 = Ipv4.load(config.ipv4_prefix, config.state_dir, NODE.value)  # as early.py
+        options = interface_options(config.hello_interval, 96, False, ipv4.via_v6)
         router_id = routerids.take(config.state_dir)
+        filters = tuple(ipv4.babeld_filters())
         launch = Launch.build(
-            config, None, router_id, str(node_range(NODE.value)), early_on, options
+            config, None, router_id, str(node_range(NODE.value)), early_on, options, filters
         )
         write_private(launch.files.config, launch.config_text())
         early = Early(launch, spawn(launch.args()), time.monotonic())

@@ -25,6 +25,7 @@ from tests.waits import nothing_within
 MINE = str(interface_address(NODE.value, 1))
 V1X3_ADDED = (
     f"interface v1x3 hello-interval {DEFAULT_HELLO_INTERVAL:g} rxcost 96 enable-timestamps true"
+    " v4-via-v6 true"
 )
 
 

@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from ipaddress import IPv4Address, IPv4Interface
+from pathlib import Path
 
+from babbler.core.ipv4 import HostRoute
 from babbler.core.links import AddressChange, Link
 from babbler.daemon.wakeup import Signal
 
 
 class FakeKernel:
+    sysctl_root: Path | None = None  # never the host's /proc/sys: a test may give a folder
+
     def __init__(self, *links: Link) -> None:
         self.links = {link.name: link for link in links}
         self.changed = Signal()
         self.route_flushes = 0
+        self.routes_v4: list[HostRoute] = []  # the host's own IPv4 routes, as a test sets them
 
     def set_link(self, link: Link) -> None:
         self.links[link.name] = link
@@ -35,10 +41,24 @@ class FakeKernel:
         link = self.links.get(change.interface)
         if link is None:
             return
-        addresses = set(link.addresses)
-        (addresses.add if add else addresses.discard)(change.address)
-        self.links[link.name] = replace(link, addresses=frozenset(addresses))
+        if isinstance(change.address, IPv4Address):
+            v4 = set(link.addresses_v4)
+            entry = IPv4Interface(f"{change.address}/{change.prefixlen}")
+            (v4.add if add else v4.discard)(entry)
+            self.links[link.name] = replace(link, addresses_v4=frozenset(v4))
+        else:
+            addresses, deprecated = set(link.addresses), set(link.deprecated)
+            (addresses.add if add else addresses.discard)(change.address)
+            deprecated.discard(change.address)
+            if add and change.deprecated:
+                deprecated.add(change.address)
+            self.links[link.name] = replace(
+                link, addresses=frozenset(addresses), deprecated=frozenset(deprecated)
+            )
         self.changed.notify()
+
+    async def read_routes_v4(self) -> list[HostRoute]:
+        return list(self.routes_v4)
 
     async def add_address(self, change: AddressChange) -> None:
         self._edit(change, add=True)

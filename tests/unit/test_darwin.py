@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import socket
 from collections.abc import Sequence
-from ipaddress import IPv6Address
+from ipaddress import IPv4Address, IPv4Interface, IPv4Network, IPv6Address
 from pathlib import Path
 from typing import Any
 
@@ -156,7 +156,46 @@ def test_parsers_read_the_recorded_outputs() -> None:
     assert darwin.address_facts([{"addr": "fe80::1%en9", "flags": darwin.IN6_IFF_DUPLICATED}]) == (
         False,
         frozenset(),
+        frozenset(),
     )
+
+
+def test_ipv4_addresses_deprecated_ones_and_the_ipv4_routes_are_read() -> None:
+    mesh = IPv6Address("fde0:20c6:1fa7:ffff:1:2:3:1")
+    entries = [{"addr": str(mesh), "flags": darwin.IN6_IFF_DEPRECATED}]
+    assert darwin.address_facts(entries) == (False, frozenset({mesh}), frozenset({mesh}))
+    inet = [{"addr": "10.77.168.99", "netmask": "255.255.255.254"}, {"addr": "bad"}]
+    assert darwin.ipv4_facts(inet) == {IPv4Interface("10.77.168.99/31")}
+    netstat = (
+        "Routing tables\n\nInternet:\n"
+        "Destination        Gateway            Flags               Netif Expire\n"
+        "default            192.168.1.1        UGScg                 en0\n"
+        "10.77/16           link#4             UCS                   en0      !\n"
+        "10.77.31.8         fe80::1%en5        UGH2                  en5\n"
+        "127                127.0.0.1          UCS                   lo0\n"
+        "192.168.1          link#4             UCS                   en0      !\n"
+        "192.168.1.20       a0:b1:c2:d3:e4:f5  UHLWIi                en0   1170\n"
+    )
+    routes = [r.network for r in darwin.inet_routes(netstat)]
+    assert routes == [
+        IPv4Network("10.77.0.0/16"),
+        IPv4Network("127.0.0.0/8"),
+        IPv4Network("192.168.1.0/24"),
+        IPv4Network("192.168.1.20/32"),
+    ]
+    assert darwin.babel_routes_v4(netstat) == ["10.77.31.8"]
+
+
+def test_ipv4_and_not_preferred_addresses_have_their_ifconfig_lines() -> None:
+    cable = AddressChange("en5", 9, IPv4Address("10.77.168.99"), 31)
+    assert darwin.address_command(cable, "add") == [
+        "ifconfig", "en5", "inet", "10.77.168.99/31", "alias"
+    ]  # fmt: skip
+    assert darwin.address_command(cable, "delete")[-1] == "-alias"
+    link = AddressChange("en5", 9, MESH_ADDRESS, deprecated=True)
+    assert darwin.address_command(link, "add") == [
+        "ifconfig", "en5", "inet6", f"{MESH_ADDRESS}/128", "pltime", "0", "add"
+    ]  # fmt: skip
 
 
 async def test_a_route_message_wakes_the_watcher_and_silence_still_rereads() -> None:

@@ -1,9 +1,10 @@
 """Interface eligibility over recorded link snapshots, the link diff and the address plan."""
 
-from ipaddress import IPv6Address
+from dataclasses import replace
+from ipaddress import IPv4Interface, IPv6Address
 
 from babbler.core.addressing import interface_address, node_range
-from babbler.core.addrplan import IndexBook, plan, wanted_addresses
+from babbler.core.addrplan import IndexBook, plan, plan_v4, wanted_addresses
 from babbler.core.links import AddressChange, Link, Selector, diff, usable_names
 
 # As seen on real machines (BABELD.md "Linux interface facts").
@@ -71,8 +72,37 @@ def test_plan_adds_own_removes_stale_and_leaves_foreign() -> None:
     wanted = wanted_addresses(snapshot, selector, NODE, book, active=True)
     assert wanted == {"v1x2": MINE}
     result = plan(snapshot, selector, NODE, wanted)
-    assert result.add == (AddressChange("v1x2", 5, MINE),)
+    assert result.add == (AddressChange("v1x2", 5, MINE, deprecated=True),)
     assert result.remove == (AddressChange("v1x2", 5, STALE),)
+
+
+def test_link_addresses_are_not_preferred_sources_and_the_node_address_is() -> None:
+    """So that connections leave from the node address and outlive a pulled cable."""
+    node_address = node_range(NODE).network_address
+    wanted = {"lo": node_address, "v1x2": MINE}
+    preferred = {"lo": with_addresses(LOOPBACK, node_address), "v1x2": with_addresses(VETH, MINE)}
+    result = plan(preferred, Selector(interface=("v*",)), NODE, wanted)
+    assert result.add == (AddressChange("v1x2", 5, MINE, deprecated=True),)  # made so
+    settled = {**preferred, "v1x2": replace(preferred["v1x2"], deprecated=frozenset({MINE}))}
+    assert not plan(settled, Selector(interface=("v*",)), NODE, wanted)
+
+
+def test_ipv4_plan_adds_what_is_wanted_and_removes_only_what_babbler_recorded() -> None:
+    node = IPv4Interface("10.77.44.75/32")
+    cable = IPv4Interface("10.77.168.98/31")
+    old_cable = IPv4Interface("10.77.200.4/31")
+    theirs = IPv4Interface("10.77.9.9/24")  # the host's own, inside the prefix: never touched
+    links = {
+        "lo": replace(LOOPBACK, addresses_v4=frozenset({node})),
+        "v1x2": replace(VETH, addresses_v4=frozenset({old_cable, theirs})),
+    }
+    wanted = {"lo": {node}, "v1x2": {cable}}
+    recorded = frozenset({("lo", node), ("v1x2", old_cable), ("v9", old_cable)})
+    result = plan_v4(links, wanted, recorded)
+    assert result.add == (AddressChange("v1x2", 5, cable.ip, 31),)
+    assert result.remove == (AddressChange("v1x2", 5, old_cable.ip, 31),)
+    idle = plan_v4(links, {}, frozenset({("lo", node)}))
+    assert idle.remove == (AddressChange("lo", 1, node.ip, 32),) and idle.add == ()
 
 
 def test_inactive_plan_removes_own_addresses_everywhere_but_not_foreign_mesh_ones() -> None:

@@ -66,6 +66,7 @@ class Launch:
     first_interface: str
     interface_options: str
     key_lines: str = field(default="", repr=False)  # the mesh key: secret, never logged
+    ipv4_filters: tuple[str, ...] = ()  # daemon/ipv4.py: babeld_filters()
 
     @classmethod
     def build(
@@ -76,6 +77,7 @@ class Launch:
         node_range: str,
         first: str,
         options: str,
+        ipv4_filters: tuple[str, ...] = (),
     ) -> Launch:
         return cls(
             program=config.babeld,
@@ -86,6 +88,7 @@ class Launch:
             node_range=node_range,
             first_interface=first,
             interface_options=options,
+            ipv4_filters=ipv4_filters,
         )
 
     def config_text(self) -> str:
@@ -98,12 +101,21 @@ class Launch:
         return text
 
     def args(self) -> list[str]:
-        """The exact command line of DESIGN.md "babeld"."""
+        """The exact command line of DESIGN.md "babeld", with IPv4's filters: its
+        `redistribute` line before the final deny, its `install` line after."""
         f = self.files
+        redistribute = [line for line in self.ipv4_filters if line.startswith("redistribute")]
+        install = [line for line in self.ipv4_filters if not line.startswith("redistribute")]
+        filters = [
+            f"redistribute local ip {self.node_range}",
+            *redistribute,
+            "redistribute local deny",
+            *install,
+        ]
         args = [
             self.program,
             *("-c", str(f.config), "-G", str(f.socket), "-I", str(f.pid), "-S", str(f.state)),
-            *("-C", f"redistribute local ip {self.node_range}", "-C", "redistribute local deny"),
+            *(word for line in filters for word in ("-C", line)),
         ]
         if self.interface_options and not self.key_lines:
             args += ["-C", f"interface {self.first_interface} {self.interface_options}"]
@@ -119,8 +131,14 @@ def write_private(path: Path, text: str) -> None:
         file.write(text)
 
 
-def interface_options(hello_interval: float, cost: int, keyed: bool) -> str:
+def interface_options(
+    hello_interval: float, cost: int, keyed: bool, v4_via_v6: bool = False
+) -> str:
     """The options of babeld's `interface NAME ...` line. Timestamps let babeld measure
-    each neighbour's RTT (shown in status; costs stay as set: max-rtt-penalty is 0)."""
+    each neighbour's RTT (shown in status; costs stay as set: max-rtt-penalty is 0).
+    `v4_via_v6`: IPv4 routes over the link's IPv6 next hop (Linux; babeld >= 1.12), so
+    links need no IPv4 to carry the mesh's."""
     options = f"hello-interval {hello_interval:g} rxcost {cost} enable-timestamps true"
+    if v4_via_v6:
+        options += " v4-via-v6 true"
     return options + (f" key {KEY_ID}" if keyed else "")

@@ -23,13 +23,15 @@ import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from ipaddress import IPv6Address, IPv6Network
+from ipaddress import IPv4Address, IPv4Interface, IPv4Network, IPv6Address, IPv6Network
+from pathlib import Path
 from typing import Any
 
 import trio
 
 from babbler.core.addressing import MESH_PREFIX
 from babbler.core.errors import KernelError
+from babbler.core.ipv4 import HostRoute
 from babbler.core.links import ARPHRD_ETHER, AddressChange, Link
 from babbler.daemon.links.events import EventSocket
 
@@ -41,6 +43,7 @@ THUNDERBOLT_PORT = re.compile(r"^Thunderbolt \d+$")  # not "Thunderbolt Bridge"
 IN6_IFF_TENTATIVE = 0x02
 IN6_IFF_DUPLICATED = 0x04
 IN6_IFF_DETACHED = 0x08
+IN6_IFF_DEPRECATED = 0x10
 UNUSABLE = IN6_IFF_TENTATIVE | IN6_IFF_DUPLICATED | IN6_IFF_DETACHED
 RTF_PROTO2_FLAG = "2"  # babeld's kernel_socket.c marks its routes RTF_PROTO2
 REREAD_INTERVAL = 2.0
@@ -90,20 +93,67 @@ def babel_routes(netstat_text: str, prefix: IPv6Network = MESH_PREFIX) -> list[s
     return out
 
 
-def address_facts(entries: Iterable[dict[str, Any]]) -> tuple[bool, frozenset[IPv6Address]]:
-    """netifaces' AF_INET6 entries -> (has a usable link-local, the other addresses)."""
+def babel_routes_v4(netstat_text: str) -> list[str]:
+    """`netstat -rn -f inet` -> destinations of babeld's routes (RTF_PROTO2)."""
+    return [
+        fields[0]
+        for fields in (line.split() for line in netstat_text.splitlines())
+        if len(fields) >= 3 and RTF_PROTO2_FLAG in fields[2] and fields[0][:1].isdigit()
+    ]
+
+
+def address_facts(
+    entries: Iterable[dict[str, Any]],
+) -> tuple[bool, frozenset[IPv6Address], frozenset[IPv6Address]]:
+    """netifaces' AF_INET6 entries -> (has a usable link-local, the other addresses, those of
+    them that are deprecated)."""
     link_local = False
-    addresses = set()
+    addresses, deprecated = set(), set()
     for entry in entries:
         try:
             address = IPv6Address(str(entry.get("addr", "")).split("%")[0])
         except ValueError:
             continue
+        flags = int(entry.get("flags", 0))
         if address.is_link_local:
-            link_local = link_local or not int(entry.get("flags", 0)) & UNUSABLE
+            link_local = link_local or not flags & UNUSABLE
         else:
             addresses.add(address)
-    return link_local, frozenset(addresses)
+            if flags & IN6_IFF_DEPRECATED:
+                deprecated.add(address)
+    return link_local, frozenset(addresses), frozenset(deprecated)
+
+
+def ipv4_facts(entries: Iterable[dict[str, Any]]) -> frozenset[IPv4Interface]:
+    """netifaces' AF_INET entries -> the addresses with their prefix lengths."""
+    out = set()
+    for entry in entries:
+        try:
+            out.add(IPv4Interface(f"{entry['addr']}/{entry.get('netmask') or '255.255.255.255'}"))
+        except (KeyError, ValueError):
+            continue
+    return frozenset(out)
+
+
+def inet_routes(netstat_text: str) -> list[HostRoute]:
+    """`netstat -rn -f inet` -> the host's IPv4 routes, babeld's (RTF_PROTO2) left out.
+    netstat shortens destinations: `10.77/16`, `192.168.1` (a classful /24), `127`."""
+    out = []
+    for line in netstat_text.splitlines():
+        fields = line.split()
+        if len(fields) < 3 or fields[0] == "default" or RTF_PROTO2_FLAG in fields[2]:
+            continue
+        head, _, length = fields[0].partition("/")
+        octets = head.split(".")
+        if not all(o.isdigit() for o in octets) or len(octets) > 4:
+            continue  # the header, "link#4" gateways in the first column never come here
+        bits = int(length) if length.isdigit() else (32 if "H" in fields[2] else 8 * len(octets))
+        try:
+            network = IPv4Network(f"{'.'.join(octets + ['0'] * (4 - len(octets)))}/{bits}", False)
+        except ValueError:
+            continue
+        out.append(HostRoute(network, f"route {network} via {fields[1]}"))
+    return out
 
 
 MEDIA_SPEED = re.compile(r"\((\d+(?:\.\d+)?)(G?)base", re.IGNORECASE)
@@ -134,9 +184,10 @@ def build_link(
     up: bool,
     inet6: Iterable[dict[str, Any]],
     speed_mbps: int | None = None,
+    inet: Iterable[dict[str, Any]] = (),
 ) -> Link:
     """One macOS interface as the platform-neutral Link the selection rules read."""
-    link_local, addresses = address_facts(inet6)
+    link_local, addresses, deprecated = address_facts(inet6)
     is_en = name.startswith("en")
     unwired = port is not None and any(word in port for word in UNWIRED_PORT_WORDS)
     return Link(
@@ -152,12 +203,21 @@ def build_link(
         up=up,
         link_local=link_local,
         addresses=addresses,
+        deprecated=deprecated,
+        addresses_v4=ipv4_facts(inet),
         speed_mbps=speed_mbps,
     )
 
 
 def address_command(change: AddressChange, verb: str) -> list[str]:
-    return ["ifconfig", change.interface, "inet6", f"{change.address}/128", verb]
+    """ifconfig's line for one change (`verb`: add or delete). IPv4 addresses are aliases;
+    an IPv6 address that must not be a preferred source gets `pltime 0` (ifconfig(8); not
+    run on a Mac here)."""
+    where = f"{change.address}/{change.prefixlen}"
+    if isinstance(change.address, IPv4Address):
+        return ["ifconfig", change.interface, "inet", where, "alias" if verb == "add" else "-alias"]
+    lifetime = ["pltime", "0"] if change.deprecated and verb == "add" else []
+    return ["ifconfig", change.interface, "inet6", where, *lifetime, verb]
 
 
 # -- the system, reached through one small seam -----------------------------------------------
@@ -173,6 +233,7 @@ class System:
     run: Runner  # runs a command, returns its output; raises KernelError when it fails
     inet6: Callable[[str], list[dict[str, Any]]]  # netifaces AF_INET6 entries of a link
     index: Callable[[str], int]  # if_nametoindex
+    inet: Callable[[str], list[dict[str, Any]]] = lambda name: []  # netifaces AF_INET
 
 
 async def run_command(args: Sequence[str]) -> str:
@@ -185,17 +246,24 @@ async def run_command(args: Sequence[str]) -> str:
     return bytes(result.stdout).decode(errors="replace")
 
 
-def netifaces_inet6(name: str) -> list[dict[str, Any]]:
+def netifaces_entries(name: str, family: str) -> list[dict[str, Any]]:
     netifaces: Any = importlib.import_module("netifaces")
     try:
-        entries: list[dict[str, Any]] = netifaces.ifaddresses(name).get(netifaces.AF_INET6, [])
+        entries: list[dict[str, Any]] = netifaces.ifaddresses(name).get(
+            getattr(netifaces, family), []
+        )
     except ValueError:  # the interface went away between listing and reading
         return []
     return entries
 
 
 def real_system() -> System:
-    return System(run=run_command, inet6=netifaces_inet6, index=socket.if_nametoindex)
+    return System(
+        run=run_command,
+        inet6=lambda name: netifaces_entries(name, "AF_INET6"),
+        index=socket.if_nametoindex,
+        inet=lambda name: netifaces_entries(name, "AF_INET"),
+    )
 
 
 # Address removal errors that mean "already gone".
@@ -204,6 +272,8 @@ _GONE = ("Can't assign requested address", "does not exist", "Device not configu
 
 class DarwinKernel:
     """The Kernel protocol (links.kernel) on macOS."""
+
+    sysctl_root: Path | None = None  # macOS's sysctl(8) names differ: not changed here yet
 
     def __init__(
         self,
@@ -255,6 +325,7 @@ class DarwinKernel:
                 up=name in up,
                 inet6=self._system.inet6(name),
                 speed_mbps=speeds.get(name),
+                inet=self._system.inet(name),
             )
             for name, index in indexes.items()
         }
@@ -276,11 +347,18 @@ class DarwinKernel:
             if not any(text in str(error) for text in _GONE):
                 raise
 
+    async def read_routes_v4(self) -> list[HostRoute]:
+        return inet_routes(await self._system.run(["netstat", "-rn", "-f", "inet"]))
+
     async def flush_babel_routes(self) -> int:
-        routes = babel_routes(await self._system.run(["netstat", "-rn", "-f", "inet6"]))
-        for destination in routes:
+        run = self._system.run
+        routes = [
+            *(("-inet6", d) for d in babel_routes(await run(["netstat", "-rn", "-f", "inet6"]))),
+            *(("-inet", d) for d in babel_routes_v4(await run(["netstat", "-rn", "-f", "inet"]))),
+        ]
+        for family, destination in routes:
             try:
-                await self._system.run(["route", "-n", "delete", "-inet6", destination])
+                await run(["route", "-n", "delete", family, destination])
             except KernelError as error:
                 if "not in table" not in str(error):
                     raise

@@ -6,23 +6,34 @@ daemon never calls the platform any other way, so this is the whole surface that
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Protocol
 
+from babbler.core.ipv4 import HostRoute
 from babbler.core.links import AddressChange, Link
 
 
 class Kernel(Protocol):
+    # Where the kernel's settings are (Linux: /proc/sys); None where babblerd changes none
+    # (macOS for now, and the tests' fake kernel, which must never touch the host's).
+    sysctl_root: Path | None
+
     async def read_links(self) -> dict[str, Link]:
-        """Re-read every link with its state and IPv6 addresses."""
+        """Re-read every link with its state and addresses (both families)."""
 
     async def wait_for_change(self) -> None:
         """Return once something may have changed (a trigger, not the truth)."""
 
     async def add_address(self, change: AddressChange) -> None:
-        """Add a /128 without duplicate address detection. Raises KernelError."""
+        """Add (or replace) an address: IPv6 without duplicate address detection, perhaps
+        not preferred as a source; IPv4 with its prefix length. Raises KernelError."""
 
     async def remove_address(self, change: AddressChange) -> None:
-        """Remove a /128 (an address already gone is not an error). Raises KernelError."""
+        """Remove an address (one already gone is not an error). Raises KernelError."""
+
+    async def read_routes_v4(self) -> list[HostRoute]:
+        """The host's own IPv4 routes, every table, babeld's left out (the clash check)."""
 
     async def flush_babel_routes(self) -> int:
-        """Remove the kernel routes babeld installed (proto babel); return how many."""
+        """Remove the kernel routes babeld installed (proto babel), both families; return
+        how many."""

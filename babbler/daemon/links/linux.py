@@ -2,8 +2,8 @@
 
 pyroute2's own IPRoute runs an asyncio loop per thread and keeps its socket thread-local,
 which does not mix with trio (BABELD.md); raw AF_NETLINK sockets driven by trio do.
-One socket is subscribed to link and IPv6 address events (subscribe first, then dump),
-one carries requests, one at a time.
+One socket is subscribed to link and address events, both families (subscribe first, then
+dump); one carries requests, one at a time.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ import os
 import socket
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
-from ipaddress import IPv6Address
+from ipaddress import IPv4Address, IPv4Interface, IPv4Network, IPv6Address
+from pathlib import Path
 from typing import Any
 
 import trio
@@ -33,6 +34,7 @@ from pyroute2.netlink.rtnl import (
     RTM_GETLINK,
     RTM_GETROUTE,
     RTM_NEWADDR,
+    RTMGRP_IPV4_IFADDR,
     RTMGRP_IPV6_IFADDR,
     RTMGRP_LINK,
 )
@@ -42,11 +44,15 @@ from pyroute2.netlink.rtnl.marshal import MarshalRtnl
 from pyroute2.netlink.rtnl.rtmsg import rtmsg
 
 from babbler.core.errors import KernelError
+from babbler.core.ipv4 import HostRoute
 from babbler.core.links import AddressChange, Link
 from babbler.daemon.links.events import EventSocket
 from babbler.daemon.links.sysfs import IFA_F_DADFAILED, IFA_F_TENTATIVE, IFF_UP, device_facts
 
 IFA_F_NODAD = 0x02
+IFA_F_DEPRECATED = 0x20
+FOREVER = 0xFFFFFFFF  # an address lifetime without end
+RTN_LOCAL, RTN_BROADCAST = 2, 3
 RTPROT_BABEL = 42
 RECV_BUFFER = 1 << 20
 
@@ -72,10 +78,13 @@ def _link_from(msg: Any) -> Link:
 class LinuxKernel:
     """rtnetlink access for one network namespace (the one the process runs in)."""
 
+    sysctl_root: Path | None = Path("/proc/sys")  # the namespace's own net/ settings
+
     def __init__(self, events_buffer: int = RECV_BUFFER) -> None:
         # `events_buffer` is the kernel's queue for change events; tests shrink it to make
         # the kernel drop events (ENOBUFS), which a full re-read must make harmless.
-        self.events = EventSocket(self._open(RTMGRP_LINK | RTMGRP_IPV6_IFADDR, events_buffer))
+        groups = RTMGRP_LINK | RTMGRP_IPV6_IFADDR | RTMGRP_IPV4_IFADDR
+        self.events = EventSocket(self._open(groups, events_buffer))
         self._requests = self._open(0, RECV_BUFFER)
         self._lock = trio.Lock()
         self._seq = 0
@@ -125,17 +134,28 @@ class LinuxKernel:
             for m in await self._request(links_msg, RTM_GETLINK, NLM_F_REQUEST | NLM_F_DUMP)
         }
         addr_msg = ifaddrmsg()
-        addr_msg["family"] = socket.AF_INET6
+        addr_msg["family"] = socket.AF_UNSPEC
         addresses: dict[int, set[IPv6Address]] = {}
+        deprecated: dict[int, set[IPv6Address]] = {}
+        addresses_v4: dict[int, set[IPv4Interface]] = {}
         link_local: set[int] = set()
         for m in await self._request(addr_msg, RTM_GETADDR, NLM_F_REQUEST | NLM_F_DUMP):
+            index = m["index"]
+            if m["family"] == socket.AF_INET:
+                local = m.get_attr("IFA_LOCAL") or m.get_attr("IFA_ADDRESS")
+                addresses_v4.setdefault(index, set()).add(
+                    IPv4Interface(f"{local}/{m['prefixlen']}")
+                )
+                continue
             address = IPv6Address(m.get_attr("IFA_ADDRESS"))
             flags = m.get_attr("IFA_FLAGS") or m["flags"]
             if address.is_link_local:
                 if not flags & (IFA_F_TENTATIVE | IFA_F_DADFAILED):
-                    link_local.add(m["index"])
+                    link_local.add(index)
             else:
-                addresses.setdefault(m["index"], set()).add(address)
+                addresses.setdefault(index, set()).add(address)
+                if flags & IFA_F_DEPRECATED:
+                    deprecated.setdefault(index, set()).add(address)
         out = {}
         for index, link in links.items():
             out[link.name] = Link(
@@ -143,6 +163,8 @@ class LinuxKernel:
                     **link.__dict__,
                     "link_local": index in link_local,
                     "addresses": frozenset(addresses.get(index, ())),
+                    "deprecated": frozenset(deprecated.get(index, ())),
+                    "addresses_v4": frozenset(addresses_v4.get(index, ())),
                 }
             )
         return out
@@ -152,10 +174,20 @@ class LinuxKernel:
 
     def _address_msg(self, change: AddressChange) -> Any:
         msg = ifaddrmsg()
-        msg["family"] = socket.AF_INET6
-        msg["prefixlen"] = 128
+        msg["prefixlen"] = change.prefixlen
         msg["index"] = change.index
+        if isinstance(change.address, IPv4Address):
+            msg["family"] = socket.AF_INET
+            msg["attrs"] = [
+                ("IFA_LOCAL", str(change.address)),
+                ("IFA_ADDRESS", str(change.address)),
+            ]
+            return msg
+        msg["family"] = socket.AF_INET6
         msg["attrs"] = [("IFA_ADDRESS", str(change.address)), ("IFA_FLAGS", IFA_F_NODAD)]
+        if change.deprecated:  # valid for ever, preferred never
+            lifetimes = {"ifa_preferred": 0, "ifa_valid": FOREVER, "cstamp": 0, "tstamp": 0}
+            msg["attrs"].append(("IFA_CACHEINFO", lifetimes))
         return msg
 
     async def add_address(self, change: AddressChange) -> None:
@@ -173,16 +205,30 @@ class LinuxKernel:
                 raise
 
     async def flush_babel_routes(self) -> int:
-        query = rtmsg()
-        query["family"] = socket.AF_INET6
-        routes = [
-            r
-            for r in await self._request(query, RTM_GETROUTE, NLM_F_REQUEST | NLM_F_DUMP)
-            if r["proto"] == RTPROT_BABEL
-        ]
+        routes = [r for r in await self._routes() if r["proto"] == RTPROT_BABEL]
         for route in routes:
             await self._delete_route(route)
         return len(routes)
+
+    async def _routes(self, family: int = socket.AF_UNSPEC) -> list[Any]:
+        """Every route of every table (both families unless one is asked for)."""
+        query = rtmsg()
+        query["family"] = family
+        return await self._request(query, RTM_GETROUTE, NLM_F_REQUEST | NLM_F_DUMP)
+
+    async def read_routes_v4(self) -> list[HostRoute]:
+        """The host's IPv4 routes, every table, as the clash check reads them (babeld's and
+        the kernel's local-table entries for local addresses left out: addresses are
+        checked as addresses)."""
+        out = []
+        for route in await self._routes(socket.AF_INET):
+            if route["proto"] == RTPROT_BABEL or route["type"] in (RTN_LOCAL, RTN_BROADCAST):
+                continue
+            dst = route.get_attr("RTA_DST") or "0.0.0.0"
+            network = IPv4Network(f"{dst}/{route['dst_len']}", strict=False)
+            table = route.get_attr("RTA_TABLE") or route["table"]
+            out.append(HostRoute(network, f"route {network} table {table}"))
+        return out
 
     async def _delete_route(self, route: Any) -> None:
         msg = rtmsg()

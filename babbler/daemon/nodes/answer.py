@@ -56,6 +56,8 @@ def answer(
         ],
         "neighbours": neighbours(facts),
         "info": dict(fields),
+        "node_address_v4": facts.ipv4.get("node_address_v4"),
+        "cables": facts.ipv4.get("addresses_v4", []),  # interface, address, peer
     }
 
 
@@ -68,7 +70,7 @@ def encode(value: dict[str, Any]) -> bytes:
         if len(data) <= ANSWER_CAP:
             return data
         value["truncated"] = True
-        longest = max(("interfaces", "neighbours"), key=lambda k: len(value[k]))
+        longest = max(("interfaces", "neighbours", "cables"), key=lambda k: len(value[k]))
         if value[longest]:
             value[longest] = value[longest][: len(value[longest]) // 2]
         elif value["info"]:

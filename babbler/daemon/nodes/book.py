@@ -164,6 +164,7 @@ class NodeBook:
                     "node_id": format_node_id(known.node_id),
                     "name": info.get("name"),
                     "node_address": str(node_address(known.node_id)),
+                    "node_address_v4": info.get("node_address_v4"),
                     "reachable": known.route is not None,
                     "metric": route.get("metric"),
                     "interface": route.get("interface"),

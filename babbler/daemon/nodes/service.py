@@ -40,6 +40,7 @@ class NodeService:
         routes: Callable[[], Iterable[dict[str, Any]]],
         hub: Hub,
         moved: Signal,
+        answered: Callable[[int, dict[str, Any]], None] = lambda node, info: None,
     ) -> None:
         self._me = me  # this node's id: `moved` notifies when it changes (a collision)
         self._moved = moved
@@ -47,6 +48,7 @@ class NodeService:
         self._answer = answer
         self._routes = routes  # the usable and unusable routes, as `status.routes` shows them
         self._hub = hub
+        self._answered = answered  # a node's info came (the IPv4 collision check reads it)
         self.book = NodeBook(me())
         self._routes_changed = trio.Event()
         # The nodes `watch` clients were last told of; None while nobody watches.
@@ -108,6 +110,7 @@ class NodeService:
             else:
                 if info.get("node_id") == format_node_id(node):
                     self.book.answered(node, info, trio.current_time())
+                    self._answered(node, info)
                 else:
                     self.book.failed(node, "answered with another node id")
         self._routes_changed.set()

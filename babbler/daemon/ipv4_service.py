@@ -1,0 +1,185 @@
+"""IPv4 on the mesh as the daemon runs it (DESIGN.md "IPv4"): each reconcile brings the
+node /32 and the cable /31s to plan (only recorded addresses are removed), the host's
+routes are checked for a clash every CLASH_RECHECK seconds and at each reconcile, mesh
+links forward IPv4 with a loose reverse-path filter (Linux, restored on stop), and another
+node holding our node address moves the one of us with the larger node id.
+
+What it decides that babeld must know (the filters: IPv4 on, off after a clash, a moved
+node address) ends the running babeld through `restart`: its filters are fixed at start.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from ipaddress import IPv4Address, IPv4Interface, IPv6Address
+from typing import Any
+
+import structlog
+import trio
+
+from babbler.core.addressing import format_node_id
+from babbler.core.addrplan import AddressPlan, plan_v4
+from babbler.core.errors import KernelError
+from babbler.core.links import AddressChange, Links, Selector
+from babbler.core.platform import IS_LINUX
+from babbler.core.table import MeshTable, interface_view, neighbour_view
+from babbler.daemon.ipv4 import Cabled, Ipv4
+from babbler.daemon.links.kernel import Kernel
+from babbler.daemon.sysctls import Sysctls
+
+log = structlog.get_logger("babbler.ipv4")
+
+# How often the host's IPv4 routes are checked for a clash with the prefix when nothing else
+# changes: routes come and go without a link or address event (a VPN, a static route).
+CLASH_RECHECK = 5.0
+# On mesh links: forward IPv4 (per link, never ip_forward/all) and let packets in whose way
+# back is another link (a ring routes asymmetrically): loose reverse-path filtering.
+LINK_SYSCTLS = (("forwarding", "1"), ("rp_filter", "2"))
+
+
+def cable_ends_of(table: MeshTable) -> tuple[dict[str, IPv6Address], list[tuple[str, IPv6Address]]]:
+    """babeld's links (name -> its link-local) and neighbours (link, link-local)."""
+    interfaces = {}
+    for entry in table.entries("interface"):
+        view = interface_view(entry)
+        if view["ipv6"]:
+            interfaces[view["name"]] = IPv6Address(view["ipv6"])
+    neighbours = []
+    for entry in table.entries("neighbour"):
+        view = neighbour_view(entry)
+        if view["address"] and view["interface"]:
+            neighbours.append((view["interface"], IPv6Address(view["address"])))
+    return interfaces, neighbours
+
+
+class Ipv4Service:
+    def __init__(
+        self, state: Ipv4, kernel: Kernel, sysctls: Sysctls, restart: Callable[[str], None]
+    ) -> None:
+        self.state = state
+        self._kernel = kernel
+        self._sysctls = sysctls
+        self._restart = restart
+        self.cables: list[Cabled] = []
+        self._forwarding: set[str] = set()
+        self._wanted: set[tuple[str, IPv4Interface]] = set()
+
+    # -- what status and node info show --------------------------------------------------------
+
+    def view(self) -> dict[str, Any]:
+        state = self.state
+        return {
+            "ipv4_prefix": None if state.prefix is None else str(state.prefix),
+            "node_address_v4": None if state.node_address is None else str(state.node_address),
+            "ipv4_problem": state.problem,
+            "addresses_v4": [
+                {"interface": c.interface, "address": str(c.address), "peer": str(c.peer)}
+                for c in self.cables
+            ],
+        }
+
+    # -- reconcile -----------------------------------------------------------------------------
+
+    async def plan(
+        self, links: Links, selector: Selector, active: bool, table: MeshTable
+    ) -> AddressPlan:
+        """What to add and remove now; the additions are recorded before they are made."""
+        await self.check_clash(table)
+        self.cables = self.state.cables(*cable_ends_of(table)) if active else []
+        wanted = self.state.wanted(links, selector, active, self.cables)
+        todo = plan_v4(links, wanted, self.state.recorded)
+        self._wanted = {(name, a) for name, addresses in wanted.items() for a in addresses}
+        if todo.add:
+            adds = {(c.interface, _interface(c)) for c in todo.add}
+            self._keep_record(self.state.recorded | adds)
+        return todo
+
+    def applied(self, failed: Iterable[AddressChange]) -> None:
+        """After the plan: the record is what is wanted, and removals that failed."""
+        kept = {(c.interface, _interface(c)) for c in failed}
+        self._keep_record(frozenset(self._wanted | kept))
+
+    def _keep_record(self, entries: frozenset[tuple[str, IPv4Interface]]) -> None:
+        if entries != self.state.recorded:
+            problem = self.state.record(entries)
+            if problem:
+                log.warning("cannot record IPv4 addresses", error=problem)
+
+    def forward(self, usable: set[str], skip: bool = False) -> None:
+        """IPv4 forwarding and a loose reverse-path filter on the mesh links in use (Linux);
+        links that left are put back. `skip` (--skip-kernel-setup): changed by nobody, and
+        said once, for whoever sets them."""
+        if not IS_LINUX:
+            return
+        wanted = usable if self.state.on else set()
+        if skip:
+            new = sorted(wanted - self._forwarding)
+            if new:
+                needed = [f"net.ipv4.conf.{n}.{k}={v}" for n in new for k, v in LINK_SYSCTLS]
+                log.warning("--skip-kernel-setup: IPv4 across this node needs", settings=needed)
+            self._forwarding = wanted
+            return
+        for name in sorted(wanted - self._forwarding):
+            for key, value in LINK_SYSCTLS:
+                if not self._sysctls.set(f"net/ipv4/conf/{name}/{key}", value):
+                    log.warning(
+                        "cannot set", setting=key, interface=name, error=self._sysctls.problem
+                    )
+        gone = self._forwarding - wanted
+        if gone:
+            self._sysctls.restore([f"net/ipv4/conf/{n}/{k}" for n in gone for k, _ in LINK_SYSCTLS])
+        self._forwarding = wanted
+
+    # -- clashes and collisions ----------------------------------------------------------------
+
+    async def check_clash(self, table: MeshTable) -> None:
+        """Read the host's IPv4 routes; a clash that starts or ends restarts babeld."""
+        if self.state.prefix is None:
+            return
+        try:
+            routes = await self._kernel.read_routes_v4()
+        except KernelError as error:
+            log.warning("cannot read IPv4 routes", error=str(error))
+            return
+        before = self.state.problem
+        cables = self.state.cables(*cable_ends_of(table)) if before is None else []
+        problem = self.state.check(routes, cables)
+        if problem == before:
+            return
+        if problem:
+            log.error("IPv4 refused: the prefix clashes with the host's own", problem=problem)
+        else:
+            log.info("IPv4 on: the prefix no longer clashes", prefix=str(self.state.prefix))
+        self._restart("IPv4 clash changed")
+
+    async def follow_clashes(
+        self, table: Callable[[], MeshTable], refresh: Callable[[], Any]
+    ) -> None:
+        while True:
+            await trio.sleep(CLASH_RECHECK)
+            before = self.state.problem
+            await self.check_clash(table())
+            if self.state.problem != before:
+                await refresh()
+
+    def collision(self, node_id: int, info: dict[str, Any], my_id: int) -> bool:
+        """Another node's info names our IPv4 node address: the one with the larger node id
+        takes its next candidate (both see it; nothing else of either node changes)."""
+        mine = self.state.node_address
+        if mine is None or info.get("node_address_v4") != str(mine) or my_id < node_id:
+            return False
+        problem = self.state.move()
+        log.error(
+            "IPv4 node address collision: moving",
+            address=str(mine),
+            other=format_node_id(node_id),
+            now=str(self.state.node_address),
+            persist_error=problem,
+        )
+        self._restart("IPv4 node address moved")
+        return True
+
+
+def _interface(change: AddressChange) -> IPv4Interface:
+    assert isinstance(change.address, IPv4Address)
+    return IPv4Interface(f"{change.address}/{change.prefixlen}")
