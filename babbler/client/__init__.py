@@ -38,6 +38,7 @@ from babbler.client.errors import (
 from babbler.client.model import (
     Address,
     Babeld,
+    CableAddress,
     Change,
     Event,
     Interface,
@@ -65,6 +66,7 @@ __all__ = [
     "AsyncConnection",
     "Babeld",
     "Backoff",
+    "CableAddress",
     "Change",
     "Client",
     "ClientError",

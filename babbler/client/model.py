@@ -48,6 +48,15 @@ class Address:
 
 
 @dataclass(frozen=True, slots=True)
+class CableAddress:
+    """This node's end of one cable: its IPv4 address there and the far end's (a /31)."""
+
+    interface: str
+    address: str
+    peer: str
+
+
+@dataclass(frozen=True, slots=True)
 class Neighbour:
     address: str | None  # link-local
     interface: str | None
@@ -96,6 +105,7 @@ class Node:
     error: str | None  # why the last ask for its info failed
     neighbours: tuple[NodeNeighbour, ...]
     links: tuple[Interface, ...]
+    node_address_v4: str | None  # its IPv4 node address, from its info
     raw: Json = _RAW
 
     @property
@@ -123,6 +133,12 @@ class Status:
     routes: tuple[Route, ...]
     nodes: tuple[Node, ...]
     clients: int
+    # IPv4 (None, None, None, () from a babblerd older than IPv4): the prefix (None: off),
+    # this node's IPv4 node address (None: off or refused), why IPv4 is refused, the cables.
+    ipv4_prefix: str | None
+    node_address_v4: str | None
+    ipv4_problem: str | None
+    addresses_v4: tuple[CableAddress, ...]
     raw: Json = _RAW
 
 
@@ -193,6 +209,7 @@ def _node(obj: Json) -> Node:
                 NodeNeighbour(n["node_id"], n["interface"]) for n in obj["neighbours"]
             ),
             links=tuple(_interface(link) for link in obj["links"]),
+            node_address_v4=obj.get("node_address_v4"),
         ),
         raw=obj,
     )
@@ -212,6 +229,13 @@ def _status(obj: Json) -> Status:
             ),
             routes=tuple(Route(**_fields(Route, r)) for r in obj["routes"]),
             nodes=tuple(_node(n) for n in obj["nodes"]),
+            ipv4_prefix=obj.get("ipv4_prefix"),
+            node_address_v4=obj.get("node_address_v4"),
+            ipv4_problem=obj.get("ipv4_problem"),
+            addresses_v4=tuple(
+                CableAddress(a["interface"], a["address"], a["peer"])
+                for a in obj.get("addresses_v4") or ()
+            ),
         ),
         raw=obj,
     )

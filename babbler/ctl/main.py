@@ -134,18 +134,28 @@ def path(ctx: click.Context, socket_path: Path | None, node: str) -> None:
 
 @main.command()
 @socket_option
-@click.option("--all", "show_all", is_flag=True, help="also each link's own address")
+@click.option("-4", "v4", is_flag=True, help="the IPv4 node address (what jobs like MLX use)")
+@click.option("-6", "v6", is_flag=True, help="the IPv6 node address (the default)")
+@click.option(
+    "--all", "show_all", is_flag=True, help="also each link's address and each cable's (IPv4)"
+)
 @click.pass_context
-def ip(ctx: click.Context, socket_path: Path | None, show_all: bool) -> None:
+def ip(ctx: click.Context, socket_path: Path | None, v4: bool, v6: bool, show_all: bool) -> None:
     """Print this node's address: the machine's one stable address, reachable while any
-    path to it exists, whichever cable is pulled."""
+    path to it exists, whichever cable is pulled. IPv6 unless -4; -4 -6 prints both.
+    Exits 1 with the reason when IPv4 is asked for and is off or refused."""
 
     def go() -> None:
         value = _client(ctx, socket_path).status()
-        click.echo(value.node_address)
+        if v6 or not v4:
+            click.echo(value.node_address)
+        if v4:
+            click.echo(render.ipv4_node_address(value))
         if show_all:
             for entry in value.addresses:
                 click.echo(f"{entry.address}  {entry.interface}")
+            for cable in value.addresses_v4:
+                click.echo(f"{cable.address}  {cable.interface} (cable to {cable.peer})")
 
     _run(go)
 

@@ -51,6 +51,7 @@ def render_nodes(s: Status) -> list[str]:
             text(n.name),
             n.node_id,
             n.node_address,
+            text(n.node_address_v4),
             text(n.hops),
             text(n.metric) if n.reachable else "unreachable",
             text(n.interface),
@@ -61,7 +62,8 @@ def render_nodes(s: Status) -> list[str]:
         for n in s.nodes
     ]
     headers = [
-        "NAME", "NODE ID", "ADDRESS", "HOPS", "METRIC", "LINK", "SPEED", "NEXT HOP", "INFO AGE"
+        "NAME", "NODE ID", "ADDRESS", "IPV4", "HOPS", "METRIC", "LINK", "SPEED", "NEXT HOP",
+        "INFO AGE",
     ]  # fmt: skip
     return ["nodes", *table(rows, headers)]
 
@@ -110,6 +112,12 @@ def render_status(s: Status) -> str:
     ]
     if not b.found:
         lines.append("  babeld NOT FOUND: install it (Debian: apt-get install babeld)")
+    if s.node_address_v4:
+        lines.append(f"ipv4 {s.node_address_v4}  prefix {s.ipv4_prefix}")
+    elif s.ipv4_problem:
+        lines.append(f"ipv4 REFUSED: {s.ipv4_problem}")
+    elif s.ipv4_prefix is None:
+        lines.append("ipv4 off")
     if b.last_error:
         lines.append(f"  last error: {b.last_error}")
     for pattern in s.raw.get("unmatched_globs") or []:
@@ -118,6 +126,9 @@ def render_status(s: Status) -> str:
     if s.interfaces:
         lines.append("interfaces")
         addresses = {a.interface: a.address for a in s.addresses}
+        cables: dict[str, list[str]] = {}
+        for cable in s.addresses_v4:
+            cables.setdefault(cable.interface, []).append(cable.address)
         lines += table(
             [
                 [
@@ -128,10 +139,11 @@ def render_status(s: Status) -> str:
                     text(i.cost),
                     "yes" if i.babel else "no",
                     addresses.get(i.name, "-"),
+                    ",".join(cables.get(i.name, [])) or "-",
                 ]
                 for i in s.interfaces
             ],
-            ["NAME", "KIND", "STATE", "SPEED", "COST", "BABEL", "ADDRESS"],
+            ["NAME", "KIND", "STATE", "SPEED", "COST", "BABEL", "ADDRESS", "IPV4"],
         )
     else:
         lines.append("interfaces: none eligible")
@@ -196,3 +208,12 @@ def reachable_node(s: Status, what: str) -> Node:
     if not node.reachable:
         raise BabblerError(f"{node.label} is not reachable now")
     return node
+
+
+def ipv4_node_address(s: Status) -> str:
+    """This node's IPv4 node address. Raises BabblerError saying why there is none."""
+    if s.node_address_v4:
+        return s.node_address_v4
+    if s.ipv4_prefix is None and s.ipv4_problem is None:
+        raise BabblerError("IPv4 is off on this node (babblerd --ipv4-prefix off)")
+    raise BabblerError(f"IPv4 refused: {s.ipv4_problem or 'no IPv4 node address yet'}")

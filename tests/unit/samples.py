@@ -85,12 +85,17 @@ STATUS: dict[str, Any] = {
     "unmatched_globs": [],
     "name": "n1",
     "nodes": [],
+    "ipv4_prefix": "10.77.0.0/16",
+    "node_address_v4": "10.77.44.75",
+    "ipv4_problem": None,
+    "addresses_v4": [{"interface": "eth1", "address": "10.77.168.98", "peer": "10.77.168.99"}],
 }
 
 NODE_ENTRY: dict[str, Any] = {
     "node_id": "aaaabbbbcccc",
     "name": "n2",
     "node_address": "fde0:20c6:1fa7:ffff:aaaa:bbbb:cccc:0",
+    "node_address_v4": "10.77.98.201",
     "reachable": True,
     "metric": 32,
     "interface": "eth1",

@@ -227,8 +227,9 @@ def test_render_nodes_for_people() -> None:
     lines = render_nodes(typed(status))
     assert lines[0] == "nodes"
     b, c, unnamed, d = lines[2:]
-    assert b.split()[4:9] == ["32", "eth1", "10G", "b", "12s"]
-    assert c.split()[4:9] == ["64", "eth1", "10G", "b", "12s"]  # through b, its neighbour
+    assert b.split()[3] == "10.77.98.201"  # its IPv4 node address, from its info
+    assert b.split()[5:10] == ["32", "eth1", "10G", "b", "12s"]
+    assert c.split()[5:10] == ["64", "eth1", "10G", "b", "12s"]  # through b, its neighbour
     assert unnamed.split()[0] == "-" and unnamed.split()[-1] == "-"  # no answer yet
     assert "unreachable" in d
     assert render_nodes(typed({"nodes": []})) == ["nodes: no other node known yet"]

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from babbler.core.errors import BabblerError
-from babbler.ui.render import node_id, reachable_node
+from babbler.ui.render import ipv4_node_address, node_id, reachable_node
 from tests.unit.samples import typed
 
 
@@ -45,3 +45,16 @@ def test_reachable_node_refuses_this_node_and_unreachable_ones() -> None:
         reachable_node(s, "n1")
     with pytest.raises(BabblerError, match=r"^n3 is not reachable now$"):
         reachable_node(s, "n3")
+
+
+def test_the_ipv4_node_address_or_why_there_is_none() -> None:
+    assert ipv4_node_address(typed({})) == "10.77.44.75"
+    off = typed({"ipv4_prefix": None, "node_address_v4": None, "addresses_v4": []})
+    with pytest.raises(
+        BabblerError, match=r"^IPv4 is off on this node \(babblerd --ipv4-prefix off\)$"
+    ):
+        ipv4_node_address(off)
+    clash = "route 10.77.5.0/24 table 254 overlaps 10.77.0.0/16"
+    refused = typed({"node_address_v4": None, "ipv4_problem": clash, "addresses_v4": []})
+    with pytest.raises(BabblerError, match=f"^IPv4 refused: {clash}$"):
+        ipv4_node_address(refused)
