@@ -112,7 +112,7 @@ in
         NoNewPrivileges = "yes";
         RestrictAddressFamilies = "AF_UNIX AF_NETLINK AF_INET AF_INET6";
         IPAddressDeny = "any";
-        IPAddressAllow = "localhost link-local multicast fde0:20c6:1fa7::/48";
+        IPAddressAllow = "localhost link-local multicast fde0:20c6:1fa7::/48 10.77.0.0/16";
         ProtectSystem = "strict";
         ProtectHome = "yes";
         PrivateTmp = "yes";
