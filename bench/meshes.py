@@ -19,7 +19,12 @@ from babbler.lab import Lab, Node, link_name, probe
 
 MODES = ("babbler", "babeld-defaults", "babeld-same-hello")
 # Extra babblerd flags per babbler mode; "babbler" is babblerd with its defaults.
-BABBLER_MODES = {"babbler": [], "babbler-hello-0.25": ["--hello-interval", "0.25"]}
+BABBLER_MODES = {
+    "babbler": [],
+    "babbler-hello-0.25": ["--hello-interval", "0.25"],
+    "babbler-ipv4": [],  # babbler with its defaults, probed over IPv4 node addresses
+    "babbler-ipv4-off": ["--ipv4-prefix", "off"],
+}
 
 
 @dataclass
@@ -87,7 +92,11 @@ class Mesh:
             self.lab.wait_served(node)
 
     def address(self, node: Node) -> str | None:
-        if self.mode in BABBLER_MODES and node.index not in self.addresses:
+        if self.mode == "babbler-ipv4" and node.index not in self.addresses:
+            found_v4 = self.lab.status(node)["node_address_v4"]
+            if found_v4:
+                self.addresses[node.index] = found_v4
+        elif self.mode in BABBLER_MODES and node.index not in self.addresses:
             found = self.lab.status(node)["addresses"]
             if found:
                 self.addresses[node.index] = found[0]["address"]
@@ -151,9 +160,11 @@ def routes_ready(mesh: Mesh, nodes: list[Node]) -> bool:
     if any(a is None for a in targets.values()):
         return False
 
+    family = "-4" if any("." in str(a) for a in targets.values()) else "-6"
+
     def complete(node: Node) -> bool:
         shown = subprocess.run(
-            ["ip", "-n", node.netns, "-6", "route", "show", "proto", "babel"],
+            ["ip", "-n", node.netns, family, "route", "show", "proto", "babel"],
             capture_output=True, text=True, check=False,
         ).stdout  # fmt: skip
         routed = {line.split()[0] for line in shown.splitlines() if " via " in line}

@@ -25,7 +25,7 @@ from typing import Any
 
 import common
 from common import rss_mb
-from meshes import Mesh, wait_reachable
+from meshes import BABBLER_MODES, Mesh, wait_reachable
 
 from babbler.client import ask
 from babbler.core.config import DEFAULT_HELLO_INTERVAL
@@ -113,6 +113,12 @@ def main() -> None:
     parser.add_argument("--window", type=float, default=10.0, help="seconds of CPU measured")
     parser.add_argument("--limit", type=float, default=300.0, help="seconds to converge")
     parser.add_argument("--quick", action="store_true", help="one ring of 4, 2 s windows")
+    parser.add_argument(
+        "--babbler-mode",
+        default="babbler",
+        choices=list(BABBLER_MODES),
+        help="which babbler to run beside the reference (babbler-ipv4-off: IPv4 off)",
+    )
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     common.need_root()
@@ -122,7 +128,7 @@ def main() -> None:
     for topology in topologies:
         for size in sizes:
             reference = run(size, topology, REFERENCE, args.hello, window, args.limit)
-            babbler = run(size, topology, "babbler", args.hello, window, args.limit)
+            babbler = run(size, topology, args.babbler_mode, args.hello, window, args.limit)
             results += [reference, babbler]
             data = {"window_s": window, "watchers": WATCHERS, "results": results}
             path = common.write("scale", data, args.out)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -15,7 +16,7 @@ from babbler.bench.report import NodeResult
 from babbler.bench.wire import SWEEP
 from babbler.client import Node, Status
 from babbler.core.errors import BabblerError
-from babbler.ui.render import reachable_node
+from babbler.ui.render import ipv4_node_address, reachable_node
 
 BAR = 30
 
@@ -63,6 +64,16 @@ def measure(
     finally:
         bar.clear()
     return result
+
+
+def over_ipv4(status: Status) -> Status:
+    """The status with every node address replaced by its IPv4 one (`bench -4`): this
+    node's must exist (else why not, as `ip -4` says); a node without one is left out."""
+    mine = ipv4_node_address(status)
+    nodes = tuple(
+        replace(n, node_address=n.node_address_v4) for n in status.nodes if n.node_address_v4
+    )
+    return replace(status, node_address=mine, nodes=nodes)
 
 
 def run_ring(status: Status, *, duration: float, port: int, as_json: bool) -> None:

@@ -17,11 +17,10 @@ import socket
 import sys
 import threading
 import time
-from ipaddress import IPv6Address
+from ipaddress import IPv4Network
 
 from babbler.bench import runner, wire
 from babbler.bench.datapath import read_line, receive_exactly, receive_stream, send_stream
-from babbler.core.addressing import MESH_PREFIX
 
 PENDING = 8  # connections between accept and their request, at once
 BIND_RETRY = 1.0  # seconds: the node address appears when the mesh runs
@@ -31,20 +30,24 @@ RING_START = 0.5
 
 
 class Responder:
-    def __init__(self, address: str, port: int) -> None:
-        self.address = address
+    def __init__(
+        self, addresses: list[str], port: int, ipv4_prefix: IPv4Network | None = None
+    ) -> None:
+        self.addresses = addresses  # the node addresses: IPv6, and IPv4 when it is on
+        self.ipv4_prefix = ipv4_prefix  # IPv4 sources from it are of the mesh too
         self.port = port
         self.busy = threading.Lock()
         self.ring_token: str | None = None
         self.pending = threading.BoundedSemaphore(PENDING)
 
-    def listen(self) -> socket.socket:
-        """The listening socket, once the node address exists."""
+    def listen(self, address: str) -> socket.socket:
+        """A listening socket on `address`, once that address exists."""
+        family = socket.AF_INET if "." in address else socket.AF_INET6
         while True:
-            sock = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+            sock = socket.socket(family, socket.SOCK_STREAM)
             try:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                sock.bind((self.address, self.port))
+                sock.bind((address, self.port))
                 sock.listen(16)
                 return sock
             except OSError:
@@ -52,16 +55,22 @@ class Responder:
                 time.sleep(BIND_RETRY)
 
     def serve(self) -> None:
-        listener = self.listen()
-        print(f"bench responder on [{self.address}]:{self.port}", file=sys.stderr, flush=True)
+        """Serve every node address, a thread each, until killed."""
+        for address in self.addresses[1:]:
+            threading.Thread(target=self.serve_on, args=(address,), daemon=True).start()
+        self.serve_on(self.addresses[0])
+
+    def serve_on(self, address: str) -> None:
+        listener = self.listen(address)
+        print(f"bench responder on [{address}]:{self.port}", file=sys.stderr, flush=True)
         while True:
             try:
                 conn, peer = listener.accept()
             except OSError:
                 time.sleep(0.1)  # out of descriptors, or a peer gone first
                 continue
-            source = IPv6Address(peer[0].split("%")[0])
-            if source not in MESH_PREFIX or not self.pending.acquire(blocking=False):
+            mesh = wire.mesh_source(peer[0], self.ipv4_prefix)
+            if not mesh or not self.pending.acquire(blocking=False):
                 conn.close()
                 continue
             threading.Thread(target=self.session, args=(conn,), daemon=True).start()
@@ -73,7 +82,7 @@ class Responder:
             try:
                 conn.settimeout(wire.REQUEST_TIMEOUT)
                 try:
-                    request = wire.parse(read_line(conn))
+                    request = wire.parse(read_line(conn), self.ipv4_prefix)
                 finally:
                     self.pending.release()
                 guest = request.token is not None and request.test == "send"
@@ -133,10 +142,13 @@ class Responder:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--address", required=True, help="the node address to serve on")
+    parser.add_argument("--address-v4", help="the IPv4 node address to serve on too")
+    parser.add_argument("--ipv4-prefix", type=IPv4Network, help="IPv4 sources of the mesh")
     parser.add_argument("--port", type=int, default=wire.DEFAULT_PORT)
     args = parser.parse_args()
+    addresses = [args.address, *([args.address_v4] if args.address_v4 else [])]
     with contextlib.suppress(KeyboardInterrupt):
-        Responder(args.address, args.port).serve()
+        Responder(addresses, args.port, args.ipv4_prefix).serve()
 
 
 if __name__ == "__main__":

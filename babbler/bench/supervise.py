@@ -20,12 +20,17 @@ MAX_PAUSE = 60.0
 STEADY = 60.0  # a responder that ran this long before exiting restarts after FIRST_PAUSE
 
 
-def command(address: str, port: int) -> list[str]:
+def command(
+    address: str, port: int, address_v4: str | None = None, ipv4_prefix: str | None = None
+) -> list[str]:
     program = [sys.executable, "-m", "babbler.bench.responder"]
-    return [*program, "--address", address, "--port", str(port)]
+    ipv4 = ["--address-v4", address_v4, "--ipv4-prefix", str(ipv4_prefix)] if address_v4 else []
+    return [*program, "--address", address, *ipv4, "--port", str(port)]
 
 
-async def run_responder(address: str, port: int) -> None:
+async def run_responder(
+    address: str, port: int, address_v4: str | None = None, ipv4_prefix: str | None = None
+) -> None:
     """Keep the responder running until cancelled; then stop it."""
     if os.getuid() == 0 and not nobody_can_run():
         log.warning(
@@ -36,5 +41,7 @@ async def run_responder(address: str, port: int) -> None:
     log.info("bench responder", address=address, port=port)
     backoff = Backoff(FIRST_PAUSE, MAX_PAUSE, stable=STEADY)  # extra: never the daemon's end
     await keep_running(
-        lambda: spawn(command(address, port), unprivileged=True), "bench responder", backoff
+        lambda: spawn(command(address, port, address_v4, ipv4_prefix), unprivileged=True),
+        "bench responder",
+        backoff,
     )

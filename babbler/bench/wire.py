@@ -20,7 +20,7 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from ipaddress import IPv6Address
+from ipaddress import IPv4Network, IPv6Address, ip_address
 from typing import Any
 
 from babbler.core.addressing import MESH_PREFIX
@@ -67,7 +67,18 @@ def _int(obj: dict[str, Any], key: str, low: int, high: int) -> int:
     return value
 
 
-def parse(line: bytes) -> Request:
+def mesh_source(address: str, ipv4_prefix: IPv4Network | None = None) -> bool:
+    """Whether an address is of the mesh: the IPv6 /48, or the IPv4 prefix when given."""
+    try:
+        parsed = ip_address(address.split("%")[0])
+    except ValueError:
+        return False
+    if isinstance(parsed, IPv6Address):
+        return parsed in MESH_PREFIX
+    return ipv4_prefix is not None and parsed in ipv4_prefix
+
+
+def parse(line: bytes, ipv4_prefix: IPv4Network | None = None) -> Request:
     """A request from its line. Raises BadBenchRequest with the reason."""
     try:
         obj = json.loads(line)
@@ -102,11 +113,7 @@ def parse(line: bytes) -> Request:
     if test == "ring":
         if not (request.to and request.seconds and request.token):
             raise BadBenchRequest("ring needs to, seconds and token")
-        try:
-            to = IPv6Address(request.to)
-        except ValueError:
-            raise BadBenchRequest("ring's to must be an IPv6 address") from None
-        if to not in MESH_PREFIX:
+        if not mesh_source(request.to, ipv4_prefix):
             raise BadBenchRequest("ring's to must be a mesh address")
     return request
 

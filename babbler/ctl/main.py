@@ -253,6 +253,7 @@ def _size(text: str) -> int:
 @click.option(
     "--port", type=click.IntRange(1, 65535), default=6699, show_default=True, help="responder port"
 )
+@click.option("-4", "v4", is_flag=True, help="over IPv4 node addresses (as MLX jobs run)")
 @click.option("--json", "as_json", is_flag=True, help="print the results as JSON")
 @click.option(
     "--svg",
@@ -270,6 +271,7 @@ def bench(
     sweep: bool | None,
     max_size: str,
     port: int,
+    v4: bool,
     as_json: bool,
     svg: Path | None,
 ) -> None:
@@ -289,6 +291,8 @@ def bench(
 
     def go() -> None:
         status = _client(ctx, socket_path).status()
+        if v4:
+            status = bench_cli.over_ipv4(status)
         if ring:
             bench_cli.run_ring(status, duration=duration, port=port, as_json=as_json)
             return

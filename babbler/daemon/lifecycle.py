@@ -102,7 +102,7 @@ class Daemon:
             Ipv4.load(config.ipv4_prefix, config.state_dir, node.value),
             kernel,
             self.sysctls,
-            restart=self.mesh.restart_babeld,
+            restart=self._ipv4_changed,
         )
         self.cables_changed = Signal()  # babeld's links or neighbours came or went
         self._refresh_lock = trio.Lock()
@@ -287,9 +287,18 @@ class Daemon:
         return self.config.bench == "on" and bool(self.config.bench_port)
 
     async def _bench_responder(self) -> None:
-        """The bench responder on the node address (moved when the node id changes)."""
+        """The bench responder on the node addresses (moved when either changes)."""
         address = str(node_address(self.node_id))
-        await supervise.run_responder(address, self.config.bench_port)
+        ipv4 = self.ipv4.state
+        address_v4 = None if ipv4.node_address is None else str(ipv4.node_address)
+        prefix = None if ipv4.prefix is None else str(ipv4.prefix)
+        await supervise.run_responder(address, self.config.bench_port, address_v4, prefix)
+
+    def _ipv4_changed(self, reason: str) -> None:
+        """IPv4 turned on or off, or its node address moved: babeld's filters are fixed at
+        start, and the services on the node addresses follow."""
+        self.mesh.restart_babeld(reason)
+        self.node_moved.notify()
 
     def _adopt(self) -> tuple[Launch, subprocess.Popen[bytes]] | None:
         """The babeld started early, once: adopted when its link is usable in the netlink

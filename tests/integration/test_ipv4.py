@@ -69,6 +69,11 @@ def test_a_ring_reaches_every_ipv4_node_address_from_its_own(make_lab: LabFactor
         what="node info carries every node's IPv4 node address",
     )
     assert seen is not None
+    # The link bench over IPv4 node addresses, as an MLX job would run.
+    benched = babblerctl(lab, n1, "bench", "-4", "n3", "--duration", "0.5", "--no-sweep", "--json")
+    assert benched.returncode == 0, benched.stderr
+    measured = json.loads(benched.stdout)["nodes"][0]
+    assert measured["address"] == targets[3] and measured["error"] is None, measured
 
 
 def test_parallel_cables_each_carry_their_own_traffic(make_lab: LabFactory) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ET
+from ipaddress import IPv4Network
 
 import pytest
 
@@ -34,7 +35,7 @@ def test_a_request_round_trips_through_its_line() -> None:
         (b'{"test": "send", "bytes": -1}', "bytes must be"),
         (b'{"test": "ring", "to": "fde0:20c6:1fa7::1", "seconds": 1}', "ring needs"),
         (b'{"test": "ring", "to": "2001:db8::1", "seconds": 1, "token": "x"}', "mesh address"),
-        (b'{"test": "ring", "to": "example.com", "seconds": 1, "token": "x"}', "IPv6 address"),
+        (b'{"test": "ring", "to": "example.com", "seconds": 1, "token": "x"}', "a mesh address"),
         (b'{"test": "send", "token": 7}', "token must be"),
     ],
 )
@@ -101,3 +102,14 @@ def test_the_picture_is_an_svg_with_a_line_per_node() -> None:
     assert root.tag == f"{ns}svg"
     assert len(root.findall(f"{ns}polyline")) == 2
     assert "n3 <slow>" in [t.text for t in root.findall(f"{ns}text")]
+
+
+def test_mesh_sources_are_the_ipv6_prefix_and_the_ipv4_one_when_given() -> None:
+    prefix = IPv4Network("10.77.0.0/16")
+    assert wire.mesh_source("fde0:20c6:1fa7:ffff::1") and not wire.mesh_source("fe80::1%v1")
+    assert wire.mesh_source("10.77.3.4", prefix) and not wire.mesh_source("10.77.3.4")
+    assert not wire.mesh_source("10.78.0.1", prefix) and not wire.mesh_source("nonsense", prefix)
+    ring = b'{"test": "ring", "to": "10.77.3.4", "seconds": 1, "token": "t"}'
+    assert wire.parse(ring, prefix).to == "10.77.3.4"
+    with pytest.raises(wire.BadBenchRequest, match="mesh address"):
+        wire.parse(ring)
