@@ -92,17 +92,18 @@ def started(lab: Lab) -> Node:
     return lab.nodes[0]
 
 
-def unshaped(runs: int, seconds: float) -> list[dict[str, Any]]:
+def unshaped(runs: int, seconds: float, ipv4: bool = False) -> list[dict[str, Any]]:
     lab = Lab.create(f"bl{os.getpid() % 10000}", 3, "line", ["--mode", "always"])
     try:
         n1 = started(lab)
         out = []
         for target in lab.nodes[1:]:
-            address = lab.status(target)["node_address"]
+            address = lab.status(target)["node_address_v4" if ipv4 else "node_address"]
+            family = ["-4"] if ipv4 else []
             samples: dict[str, list[float]] = {k: [] for k in ("bs", "br", "is", "ir")}
             for _ in range(runs):
                 (node,) = ctl_bench(
-                    lab, n1, target.name, "--no-sweep", "--duration", f"{seconds:g}"
+                    lab, n1, target.name, *family, "--no-sweep", "--duration", f"{seconds:g}"
                 )["nodes"]
                 samples["bs"].append(node["send"]["gbit_s"])
                 samples["br"].append(node["receive"]["gbit_s"])
@@ -186,10 +187,23 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=5.0, help="seconds per stream")
     parser.add_argument("--svg", type=Path, help="draw the sweep into this SVG file")
     parser.add_argument("--quick", action="store_true", help="1 run of 1 s, sweep to 16 MiB")
+    parser.add_argument(
+        "--ipv4", action="store_true", help="only the unshaped paths, over IPv4 node addresses"
+    )
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     common.need_root()
     runs, seconds, largest = (1, 1.0, "16M") if args.quick else (args.runs, args.duration, "1G")
+    if args.ipv4:
+        over = unshaped(runs, seconds, ipv4=True)
+        rows = [
+            [r["path"], r["hops"], r["babbler_gbit_s"], r["iperf3_gbit_s"], r["ratio"]]
+            for r in over
+        ]
+        header = ["path", "hops", "babblerctl bench -4", "iperf3 -4", "ratio"]
+        print(common.table(f"IPv4, one TCP stream, medians of {runs} (Gbit/s)", header, rows))
+        print(f"\nwrote {common.write('linkbench-ipv4', {'unshaped': over}, args.out)}")
+        return
     plain = unshaped(runs, seconds)
     print(
         common.table(

@@ -10,6 +10,7 @@ node address) ends the running babeld through `restart`: its filters are fixed a
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from ipaddress import IPv4Address, IPv4Interface, IPv6Address
 from typing import Any
@@ -35,6 +36,14 @@ CLASH_RECHECK = 5.0
 # On mesh links: forward IPv4 (per link, never ip_forward/all) and let packets in whose way
 # back is another link (a ring routes asymmetrically): loose reverse-path filtering.
 LINK_SYSCTLS = (("forwarding", "1"), ("rp_filter", "2"))
+# A cable address stays this long after babeld lost the neighbour at its far end (while its
+# link is usable): removing an IPv4 address makes the kernel delete, silently, every route
+# whose next hop it reached (babeld's routes via the far end's cable address among them),
+# and babeld, which believes them installed, does not put them back until they change (seen:
+# IPv4 unreachable for 64 s after a node of a ring died). By then babeld has long moved its
+# routes away from a lost neighbour (about a second at hello 0.1 s); a neighbour that comes
+# back meanwhile finds its address still there.
+CABLE_HOLD = 30.0
 
 
 def cable_ends_of(table: MeshTable) -> tuple[dict[str, IPv6Address], list[tuple[str, IPv6Address]]]:
@@ -61,6 +70,8 @@ class Ipv4Service:
         self._sysctls = sysctls
         self._restart = restart
         self.cables: list[Cabled] = []
+        self._seen: dict[Cabled, float] = {}  # every cable held: when babeld last had it
+        self._current: set[Cabled] = set()  # those babeld has now
         self._forwarding: set[str] = set()
         self._wanted: set[tuple[str, IPv4Interface]] = set()
 
@@ -85,7 +96,20 @@ class Ipv4Service:
     ) -> AddressPlan:
         """What to add and remove now; the additions are recorded before they are made."""
         await self.check_clash(table)
-        self.cables = self.state.cables(*cable_ends_of(table)) if active else []
+        now = trio.current_time()
+        current = self.state.cables(*cable_ends_of(table)) if active else []
+        self._current = set(current)
+        self._seen.update(dict.fromkeys(current, now))
+        self._seen = {
+            cable: seen
+            for cable, seen in self._seen.items()
+            if active
+            and self.state.on
+            and now - seen < CABLE_HOLD
+            and (link := links.get(cable.interface)) is not None
+            and selector.usable(link)
+        }
+        self.cables = sorted(self._seen, key=lambda c: (c.interface, c.address))
         wanted = self.state.wanted(links, selector, active, self.cables)
         todo = plan_v4(links, wanted, self.state.recorded)
         self._wanted = {(name, a) for name, addresses in wanted.items() for a in addresses}
@@ -93,6 +117,11 @@ class Ipv4Service:
             adds = {(c.interface, _interface(c)) for c in todo.add}
             self._keep_record(self.state.recorded | adds)
         return todo
+
+    def next_expiry(self) -> float:
+        """When the next cable held after its neighbour left is due to go (trio time)."""
+        held = [seen + CABLE_HOLD for c, seen in self._seen.items() if c not in self._current]
+        return min(held, default=math.inf)
 
     def applied(self, failed: Iterable[AddressChange]) -> None:
         """After the plan: the record is what is wanted, and removals that failed."""

@@ -391,9 +391,12 @@ class Daemon:
 
     async def _follow_cables(self) -> None:
         """babeld's links and neighbours make the cable addresses: reconcile when they
-        change (and after an IPv4 node address moved)."""
+        change, when a cable held after its neighbour left is due to go, and after an IPv4
+        node address moved."""
         while True:
-            await self.cables_changed.event().wait()
+            changed = self.cables_changed.event()
+            with trio.move_on_at(self.ipv4.next_expiry()):
+                await changed.wait()
             await self.refresh()
 
     async def _follow_kernel(self) -> None:

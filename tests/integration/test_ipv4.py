@@ -232,3 +232,23 @@ def test_a_connection_outlives_a_pulled_cable_at_this_end(
     assert result["echoed"] == result["sent"] and result["sent"] > 60, result
     # 0.47 s measured here; leaving from the cable's address it froze until the cable was back
     assert result["max_gap_s"] < 2.5, result
+
+
+def test_a_cable_address_outlasts_a_lost_neighbour_so_routes_through_it_do_too(
+    make_lab: LabFactory,
+) -> None:
+    """Removing an IPv4 address makes the kernel drop every route via its subnet, which
+    babeld believes installed: a neighbour that goes and comes back finds its cable
+    address held (ipv4_service.CABLE_HOLD), and n3 stays reachable through it."""
+    lab = make_lab(3, "line")
+    n1, n2, n3 = lab.nodes
+    until(lambda: v4(lab, n3) is not None and len(lab.status(n1)["addresses_v4"]) == 1)
+    until(lambda: lab.ping(n1, str(v4(lab, n3))), what="n3 over IPv4")
+    cable = lab.status(n1)["addresses_v4"][0]
+    os.kill(n2.pid or 0, signal.SIGTERM)  # n2's babeld leaves: n1 loses its neighbour
+    lab.wait_exit(n2)
+    until(lambda: lab.status(n1)["neighbours"] == [], what="n1 without its neighbour")
+    assert cable["address"] in ipv4_addresses(lab, n1)  # held, not removed
+    lab.start(n2)
+    until(lambda: lab.ping(n1, str(v4(lab, n3))), what="n3 over IPv4 again")
+    assert lab.status(n1)["addresses_v4"] == [cable]  # the same cable, the same /31
