@@ -66,10 +66,15 @@ def measure(
     return result
 
 
-def over_ipv4(status: Status) -> Status:
+def over_ipv4(status: Status, node: str | None = None) -> Status:
     """The status with every node address replaced by its IPv4 one (`bench -4`): this
-    node's must exist (else why not, as `ip -4` says); a node without one is left out."""
+    node's must exist (else why not, as `ip -4` says), and the one named, if any; other
+    nodes without one are left out."""
     mine = ipv4_node_address(status)
+    if node is not None:
+        target = reachable_node(status, node)
+        if not target.node_address_v4:
+            raise BabblerError(f"{target.label}'s IPv4 node address is not known (yet)")
     nodes = tuple(
         replace(n, node_address=n.node_address_v4) for n in status.nodes if n.node_address_v4
     )

@@ -292,7 +292,7 @@ def bench(
     def go() -> None:
         status = _client(ctx, socket_path).status()
         if v4:
-            status = bench_cli.over_ipv4(status)
+            status = bench_cli.over_ipv4(status, node)
         if ring:
             bench_cli.run_ring(status, duration=duration, port=port, as_json=as_json)
             return

@@ -69,7 +69,11 @@ def test_a_ring_reaches_every_ipv4_node_address_from_its_own(make_lab: LabFactor
         what="node info carries every node's IPv4 node address",
     )
     assert seen is not None
-    # The link bench over IPv4 node addresses, as an MLX job would run.
+    # The link bench over IPv4 node addresses, as an MLX job would run (n1 must know n3's).
+    until(
+        lambda: any(n.get("node_address_v4") == targets[3] for n in lab.status(n1)["nodes"]),
+        what="n1 knows n3's IPv4 node address",
+    )
     benched = babblerctl(lab, n1, "bench", "-4", "n3", "--duration", "0.5", "--no-sweep", "--json")
     assert benched.returncode == 0, benched.stderr
     measured = json.loads(benched.stdout)["nodes"][0]

@@ -123,7 +123,8 @@ def test_status_lists_the_other_nodes_by_name_and_follows_a_pulled_link(
         capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
     rows = [line.split() for line in shown.splitlines()[2:]]
-    assert [(r[0], r[3], r[7]) for r in rows] == [("n2", "1", "n2"), ("n3", "2", "n2")]
+    assert [(r[0], r[4], r[8]) for r in rows] == [("n2", "1", "n2"), ("n3", "2", "n2")]
+    assert all(r[3].startswith("10.77.") for r in rows)  # the IPV4 column
     with Connection(n1.socket) as watcher:
         watcher.send("watch")
         watcher.readline()  # the snapshot

@@ -58,3 +58,15 @@ def test_the_ipv4_node_address_or_why_there_is_none() -> None:
     refused = typed({"node_address_v4": None, "ipv4_problem": clash, "addresses_v4": []})
     with pytest.raises(BabblerError, match=f"^IPv4 refused: {clash}$"):
         ipv4_node_address(refused)
+
+
+def test_bench_over_ipv4_takes_the_ipv4_node_addresses_or_says_which_is_missing() -> None:
+    from babbler.bench.cli import over_ipv4
+
+    v4 = over_ipv4(
+        typed({**status(), "nodes": [{**status()["nodes"][0], "node_address_v4": "10.77.0.9"}]})
+    )
+    assert v4.node_address == "10.77.44.75" and [n.node_address for n in v4.nodes] == ["10.77.0.9"]
+    unknown = {**status()["nodes"][0], "node_address_v4": None}
+    with pytest.raises(BabblerError, match=r"^n2's IPv4 node address is not known \(yet\)$"):
+        over_ipv4(typed({**status(), "nodes": [unknown]}), "n2")
