@@ -171,14 +171,13 @@ class Ipv4:
                 wanted.setdefault(cable.interface, set()).add(IPv4Interface(f"{cable.address}/31"))
         return wanted
 
-    def check(self, host: Iterable[HostRoute], cables: Iterable[Cabled]) -> str | None:
-        """Set and return `problem`: a host route or address in the prefix that is not ours."""
+    def check(self, host: Iterable[HostRoute]) -> str | None:
+        """Set and return `problem`: a host route in the prefix that is not ours. Ours are
+        the connected routes of the addresses we recorded: every address of ours is recorded
+        before it is added, so no route of ours comes from an unrecorded one."""
         if self.prefix is None:
             self.problem = None
             return None
-        ours = [address.network for _, address in self.recorded]
-        ours += [IPv4Network(f"{address.ip}/32") for _, address in self.recorded]
-        ours += [cable.subnet for cable in cables]
-        found = clash(self.prefix, host, ours)
+        found = clash(self.prefix, host, [address.network for _, address in self.recorded])
         self.problem = None if found is None else f"{found.what} overlaps {self.prefix}"
         return self.problem

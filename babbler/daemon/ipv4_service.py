@@ -11,7 +11,7 @@ node address) ends the running babeld through `restart`: its filters are fixed a
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from ipaddress import IPv4Address, IPv4Interface, IPv6Address
 from typing import Any
 
@@ -95,7 +95,7 @@ class Ipv4Service:
         self, links: Links, selector: Selector, active: bool, table: MeshTable
     ) -> AddressPlan:
         """What to add and remove now; the additions are recorded before they are made."""
-        await self.check_clash(table)
+        await self.check_clash()
         now = trio.current_time()
         current = self.state.cables(*cable_ends_of(table)) if active else []
         self._current = set(current)
@@ -161,7 +161,7 @@ class Ipv4Service:
 
     # -- clashes and collisions ----------------------------------------------------------------
 
-    async def check_clash(self, table: MeshTable) -> None:
+    async def check_clash(self) -> None:
         """Read the host's IPv4 routes; a clash that starts or ends restarts babeld."""
         if self.state.prefix is None:
             return
@@ -171,8 +171,7 @@ class Ipv4Service:
             log.warning("cannot read IPv4 routes", error=str(error))
             return
         before = self.state.problem
-        cables = self.state.cables(*cable_ends_of(table)) if before is None else []
-        problem = self.state.check(routes, cables)
+        problem = self.state.check(routes)
         if problem == before:
             return
         if problem:
@@ -181,13 +180,12 @@ class Ipv4Service:
             log.info("IPv4 on: the prefix no longer clashes", prefix=str(self.state.prefix))
         self._restart("IPv4 clash changed")
 
-    async def follow_clashes(
-        self, table: Callable[[], MeshTable], refresh: Callable[[], Any]
-    ) -> None:
+    async def follow_clashes(self, refresh: Callable[[], Awaitable[None]]) -> None:
+        """Check for a clash every CLASH_RECHECK seconds; reconcile when it starts or ends."""
         while True:
             await trio.sleep(CLASH_RECHECK)
             before = self.state.problem
-            await self.check_clash(table())
+            await self.check_clash()
             if self.state.problem != before:
                 await refresh()
 

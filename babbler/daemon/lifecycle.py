@@ -49,6 +49,9 @@ from babbler.daemon.wakeup import Signal, rerun_on
 
 log = structlog.get_logger("babbler.daemon")
 
+# What a link's addresses changing looks like in `links.diff`: mostly the daemon's own doing.
+ADDRESS_FIELDS = {"addresses", "deprecated", "addresses_v4"}
+
 
 @dataclass(frozen=True)
 class Tunables:
@@ -327,15 +330,16 @@ class Daemon:
             self.links = new
             if change:
                 # Address-only changes are mostly our own doing: keep them out of info logs.
-                quiet = all(fields == ("addresses",) for _, fields in change.changed)
+                quiet = all(set(fields) <= ADDRESS_FIELDS for _, fields in change.changed)
                 notable = change.added or change.removed or not quiet
                 (log.info if notable else log.debug)("links changed", reasons=change.reasons())
             wanted = wanted_addresses(new, self.selector, self.node_id, self.book, self.active)
-            todo = plan(new, self.selector, self.node_id, wanted)
-            todo4 = await self.ipv4.plan(new, self.selector, self.active, self.mesh.table)
+            six = plan(new, self.selector, self.node_id, wanted)
+            four = await self.ipv4.plan(new, self.selector, self.active, self.mesh.table)
+            todo = AddressPlan(six.add + four.add, six.remove + four.remove)
             steps = (
-                ("remove", "removed", todo.remove + todo4.remove, self.kernel.remove_address),
-                ("add", "added", todo.add + todo4.add, self.kernel.add_address),
+                ("remove", "removed", todo.remove, self.kernel.remove_address),
+                ("add", "added", todo.add, self.kernel.add_address),
             )
             failed = []
             for verb, done, items, apply in steps:
@@ -347,10 +351,9 @@ class Daemon:
                     except KernelError as error:
                         failed.append(item)
                         log.warning(f"cannot {verb} address", **where, error=str(error))
-            self.ipv4.applied(c for c in failed if c in todo4.remove)
+            self.ipv4.applied(c for c in failed if c in four.remove)
             forwarding = usable_names(new, self.selector) if self.active else set()
             self.ipv4.forward(forwarding, skip=self.config.skip_kernel_setup)
-            todo = AddressPlan(todo.add + todo4.add, todo.remove + todo4.remove)
             if todo:
                 self.links = await self.kernel.read_links()
             if change or todo:
@@ -479,7 +482,7 @@ class Daemon:
                 await self.refresh()
                 nursery.start_soon(self._follow_kernel)
                 nursery.start_soon(self._follow_cables)
-                nursery.start_soon(self.ipv4.follow_clashes, lambda: self.mesh.table, self.refresh)
+                nursery.start_soon(self.ipv4.follow_clashes, self.refresh)
                 nursery.start_soon(self._mesh_lifecycle)
                 nursery.start_soon(self._follow_collisions)
                 await nursery.start(public.serve, self.hub, self)
