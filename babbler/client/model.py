@@ -106,6 +106,7 @@ class Node:
     neighbours: tuple[NodeNeighbour, ...]
     links: tuple[Interface, ...]
     node_address_v4: str | None  # its IPv4 node address, from its info
+    cables: tuple[CableAddress, ...]  # its cable addresses, from its info ((): none yet)
     raw: Json = _RAW
 
     @property
@@ -210,9 +211,14 @@ def _node(obj: Json) -> Node:
             ),
             links=tuple(_interface(link) for link in obj["links"]),
             node_address_v4=obj.get("node_address_v4"),
+            cables=_cables(obj.get("cables")),
         ),
         raw=obj,
     )
+
+
+def _cables(listed: Any) -> tuple[CableAddress, ...]:
+    return tuple(CableAddress(a["interface"], a["address"], a["peer"]) for a in listed or ())
 
 
 def _status(obj: Json) -> Status:
@@ -232,10 +238,7 @@ def _status(obj: Json) -> Status:
             ipv4_prefix=obj.get("ipv4_prefix"),
             node_address_v4=obj.get("node_address_v4"),
             ipv4_problem=obj.get("ipv4_problem"),
-            addresses_v4=tuple(
-                CableAddress(a["interface"], a["address"], a["peer"])
-                for a in obj.get("addresses_v4") or ()
-            ),
+            addresses_v4=_cables(obj.get("addresses_v4")),
         ),
         raw=obj,
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -11,9 +12,11 @@ import click
 
 from babbler import __version__
 from babbler.client import Client, Connection
+from babbler.core import hostfile
+from babbler.core.cablegraph import CableGraph
 from babbler.core.errors import BabblerError
 from babbler.core.graph import Graph, to_dot
-from babbler.core.platform import DEFAULT_RUN_DIR, SOCKET_NAME
+from babbler.core.platform import DEFAULT_RUN_DIR, IS_LINUX, NODE_ADDRESS_LABEL, SOCKET_NAME
 from babbler.ui import command, render
 
 DEFAULT_SOCKET = DEFAULT_RUN_DIR / SOCKET_NAME
@@ -134,30 +137,147 @@ def path(ctx: click.Context, socket_path: Path | None, node: str) -> None:
 
 @main.command()
 @socket_option
+@click.argument("node", required=False)
 @click.option("-4", "v4", is_flag=True, help="the IPv4 node address (what jobs like MLX use)")
 @click.option("-6", "v6", is_flag=True, help="the IPv6 node address (the default)")
 @click.option(
     "--all", "show_all", is_flag=True, help="also each link's address and each cable's (IPv4)"
 )
 @click.pass_context
-def ip(ctx: click.Context, socket_path: Path | None, v4: bool, v6: bool, show_all: bool) -> None:
-    """Print this node's address: the machine's one stable address, reachable while any
-    path to it exists, whichever cable is pulled. IPv6 unless -4; -4 -6 prints both.
-    Exits 1 with the reason when IPv4 is asked for and is off or refused."""
+def ip(
+    ctx: click.Context,
+    socket_path: Path | None,
+    node: str | None,
+    v4: bool,
+    v6: bool,
+    show_all: bool,
+) -> None:
+    """Print this node's address, or NODE's (a name, node id or node address): the
+    machine's one stable address, reachable while any path to it exists, whichever cable is
+    pulled. IPv6 unless -4; -4 -6 prints both. Exits 1 with the reason when IPv4 is asked
+    for and the node has none (IPv4 off or refused there, or its info not in yet)."""
 
     def go() -> None:
         value = _client(ctx, socket_path).status()
+        target = render.node_id(value, node) if node is not None else value.node_id
+        other = next((n for n in value.nodes if n.node_id == target), None)
         if v6 or not v4:
-            click.echo(value.node_address)
+            click.echo(other.node_address if other else value.node_address)
         if v4:
-            click.echo(render.ipv4_node_address(value))
-        if show_all:
+            click.echo(render.ipv4_node_address(value, other))
+        if show_all and other is None:
             for entry in value.addresses:
                 click.echo(f"{entry.address}  {entry.interface}")
-            for cable in value.addresses_v4:
-                click.echo(f"{cable.address}  {cable.interface} (cable to {cable.peer})")
+        for cable in (other.cables if other else value.addresses_v4) if show_all else ():
+            click.echo(f"{cable.address}  {cable.interface} (cable to {cable.peer})")
 
     _run(go)
+
+
+@main.command()
+@socket_option
+@click.option(
+    "--format",
+    "form",
+    type=click.Choice(hostfile.FORMATS),
+    required=True,
+    help="mlx: MLX's ring hostfile; jaccl: MLX's jaccl hostfile; torch: MASTER_ADDR and"
+    " ranks as shell lines; hosts: /etc/hosts lines",
+)
+@click.option(
+    "--nodes",
+    "chosen",
+    default=None,
+    metavar="A,B,...",
+    help="only these nodes (names, node ids or node addresses); default: every reachable"
+    " node and this one. Selects, never orders",
+)
+@click.option(
+    "--allow-hops",
+    is_flag=True,
+    help="mlx: when no ring through the cables exists, go over node addresses (through other"
+    " nodes, slower) instead of refusing",
+)
+@click.option(
+    "--ssh-names",
+    is_flag=True,
+    help="the `ssh` field holds the node's name (as --format hosts writes it) instead of its"
+    " IPv4 node address",
+)
+@click.option("--port", default=hostfile.TORCH_PORT, show_default=True, help="torch: MASTER_PORT")
+@click.option(
+    "--this",
+    is_flag=True,
+    help="torch: also NODE_RANK of the node this runs on and, on Linux, GLOO_SOCKET_IFNAME",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="write to FILE (replaced whole, only once complete) instead of standard output",
+)
+@click.pass_context
+def hostfile_command(
+    ctx: click.Context,
+    socket_path: Path | None,
+    form: str,
+    chosen: str | None,
+    allow_hops: bool,
+    ssh_names: bool,
+    port: int,
+    this: bool,
+    output: Path | None,
+) -> None:
+    """Write what a job needs to run over the mesh's cables, the same on every node:
+    MLX's hostfile for its ring backend (`mlx.launch --hostfile FILE`: hosts in a ring where
+    each is cabled to the next, each listening on its cable addresses), MLX's jaccl hostfile
+    (a cable between every two hosts), torch's rendezvous (`eval "$(babblerctl hostfile
+    --format torch --this)"`), or /etc/hosts lines for the node addresses. Refuses with one
+    line (exit 1) when the mesh cannot carry the job: a single node, no ring, a node
+    without IPv4 or not answering. See docs/jobs.md."""
+
+    def go() -> None:
+        value = _client(ctx, socket_path).status()
+        graph = CableGraph.from_status(value.raw)
+        ids = None
+        if chosen is not None:
+            names = [what.strip() for what in chosen.split(",") if what.strip()]
+            ids = [render.node_id(value, what) for what in names]
+        if form == "mlx":
+            made = hostfile.mlx(graph, ids, allow_hops, ssh_names)
+        elif form == "jaccl":
+            made = hostfile.jaccl(graph, ids, ssh_names)
+        elif form == "torch":
+            gloo = NODE_ADDRESS_LABEL if IS_LINUX else None
+            made = hostfile.torch(graph, ids, port, this, gloo)
+        else:
+            made = hostfile.hosts_lines(graph, _host_names())
+        for warning in made.warnings:
+            click.echo(f"babblerctl: warning: {warning}", err=True)
+        body = made.value
+        text = json.dumps(body, indent=2) if form in ("mlx", "jaccl") else "\n".join(body)
+        _write(text + "\n", output)
+
+    _run(go)
+
+
+main.add_command(hostfile_command, "hostfile")
+
+
+def _host_names() -> list[str]:
+    """The names this host answers to (never given to a mesh node in hosts lines)."""
+    name = socket.gethostname()
+    return [name, name.split(".")[0], socket.getfqdn()]
+
+
+def _write(text: str, output: Path | None) -> None:
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    partial = output.with_name(f".{output.name}.partial")
+    partial.write_text(text)
+    partial.replace(output)
 
 
 @main.command()

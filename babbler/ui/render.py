@@ -190,11 +190,13 @@ def node_id(s: Status, what: str) -> str:
     """The node id of the node `what` names: this node or another that status lists, by name,
     node id or node address. Raises BabblerError (one text for every command)."""
     address = _address(what)
-    for ident, name, node_address in [
-        (s.node_id, s.name, s.node_address),
-        *((n.node_id, n.name, n.node_address) for n in s.nodes),
+    for ident, name, *addresses in [
+        (s.node_id, s.name, s.node_address, s.node_address_v4),
+        *((n.node_id, n.name, n.node_address, n.node_address_v4) for n in s.nodes),
     ]:
-        if what in (name, ident) or (address is not None and address == _address(node_address)):
+        if what in (name, ident) or (
+            address is not None and any(address == _address(a) for a in addresses)
+        ):
             return ident
     raise BabblerError(f"no node {what!r} (a name, node id or node address: babblerctl nodes)")
 
@@ -210,8 +212,15 @@ def reachable_node(s: Status, what: str) -> Node:
     return node
 
 
-def ipv4_node_address(s: Status) -> str:
-    """This node's IPv4 node address. Raises BabblerError saying why there is none."""
+def ipv4_node_address(s: Status, node: Node | None = None) -> str:
+    """This node's IPv4 node address, or `node`'s. Raises BabblerError saying why there is
+    none."""
+    if node is not None:
+        if node.node_address_v4:
+            return node.node_address_v4
+        if node.name is None:
+            raise BabblerError(f"{node.label} has not answered for its node info yet")
+        raise BabblerError(f"{node.label} has no IPv4 node address (IPv4 off or refused there)")
     if s.node_address_v4:
         return s.node_address_v4
     if s.ipv4_prefix is None and s.ipv4_problem is None:

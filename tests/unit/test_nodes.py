@@ -81,6 +81,26 @@ def test_an_answer_naming_not_all_its_neighbours_is_asked_again_soon() -> None:
     assert book.next_due() == 7.0 + REFRESH
 
 
+def test_an_answer_with_a_neighbour_but_no_cable_yet_is_asked_again_soon() -> None:
+    """With IPv4 on, every neighbour gets a cable address: an answer that lists fewer cables
+    than neighbours was given before the cable was made, and hostfiles need the cable."""
+    book = NodeBook(ME)
+    book.update_routes([route(A)], now=0.0)
+    book.asking(A, 0.0)
+    neighbours = [{"node_id": "01", "interface": "a1"}]
+    early = {"name": "a", "node_address_v4": "10.77.0.1", "neighbours": neighbours, "cables": []}
+    book.answered(A, early, 1.0)
+    assert book.next_due() == 1.0 + RETRY
+    cable = {"interface": "a1", "address": "10.77.128.0", "peer": "10.77.128.1"}
+    book.asking(A, 1.0 + RETRY)
+    book.answered(A, {**early, "cables": [cable]}, 7.0)
+    assert book.next_due() == 7.0 + REFRESH
+    assert book.view(7.0)[0]["cables"] == [cable]
+    book.asking(A, 7.0 + REFRESH)  # IPv4 off there: no cable is ever coming
+    book.answered(A, {**early, "node_address_v4": None}, 70.0)
+    assert book.next_due() == 70.0 + REFRESH
+
+
 def test_a_node_whose_links_changed_is_asked_again_soon() -> None:
     """A cable pulled at A takes the route to that link's address: A is asked again
     RELINKED later, not REFRESH later, so its neighbours (the picture, `path`) follow."""

@@ -46,6 +46,7 @@ from pyroute2.netlink.rtnl.rtmsg import rtmsg
 from babbler.core.errors import KernelError
 from babbler.core.ipv4 import HostRoute
 from babbler.core.links import AddressChange, Link
+from babbler.core.platform import NODE_ADDRESS_LABEL
 from babbler.daemon.links.events import EventSocket
 from babbler.daemon.links.sysfs import IFA_F_DADFAILED, IFA_F_TENTATIVE, IFF_UP, device_facts
 
@@ -54,6 +55,7 @@ IFA_F_DEPRECATED = 0x20
 FOREVER = 0xFFFFFFFF  # an address lifetime without end
 RTN_LOCAL, RTN_BROADCAST = 2, 3
 RTPROT_BABEL = 42
+LOOPBACK = "lo"
 RECV_BUFFER = 1 << 20
 
 
@@ -172,7 +174,7 @@ class LinuxKernel:
     async def wait_for_change(self) -> None:
         await self.events.burst()
 
-    def _address_msg(self, change: AddressChange) -> Any:
+    def _address_msg(self, change: AddressChange, adding: bool = False) -> Any:
         msg = ifaddrmsg()
         msg["prefixlen"] = change.prefixlen
         msg["index"] = change.index
@@ -182,6 +184,8 @@ class LinuxKernel:
                 ("IFA_LOCAL", str(change.address)),
                 ("IFA_ADDRESS", str(change.address)),
             ]
+            if adding and change.interface == LOOPBACK:  # not when removing: the kernel
+                msg["attrs"].append(("IFA_LABEL", NODE_ADDRESS_LABEL))  # then wants labels to match
             return msg
         msg["family"] = socket.AF_INET6
         msg["attrs"] = [("IFA_ADDRESS", str(change.address)), ("IFA_FLAGS", IFA_F_NODAD)]
@@ -192,7 +196,7 @@ class LinuxKernel:
 
     async def add_address(self, change: AddressChange) -> None:
         await self._request(
-            self._address_msg(change),
+            self._address_msg(change, adding=True),
             RTM_NEWADDR,
             NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_REPLACE,
         )

@@ -4,7 +4,8 @@ fetch; `view()` is `status.nodes`, `events()` the `watch` events between two vie
 
 A node is routed when babeld has a usable route to its node address (range | 0, which every
 babblerd announces while its mesh runs). It is asked for its info when that route appears,
-then every REFRESH seconds; a failed ask is retried after RETRY seconds. A node that loses its
+then every REFRESH seconds; a failed ask, or an answer given while the node was still
+learning its neighbours, is retried after RETRY seconds. A node that loses its
 route stays listed, unreachable, for FORGET seconds (a cable pulled and put back keeps its
 name), then is forgotten.
 """
@@ -86,6 +87,27 @@ def _neighbours(info: dict[str, Any] | None) -> list[dict[str, Any]]:
     return [n for n in listed if isinstance(n, dict)] if isinstance(listed, list) else []
 
 
+def _incomplete(info: dict[str, Any] | None) -> bool:
+    """An answer given while the node was still learning its neighbours: one not yet named
+    (no route from it yet), or, with IPv4 on, a neighbour without its cable address yet.
+    Hostfiles are made of these, so such a node is asked again after RETRY, not REFRESH."""
+    listed = _neighbours(info)
+    if any(n.get("node_id") is None for n in listed):
+        return True
+    return (info or {}).get("node_address_v4") is not None and len(_cables(info)) < len(listed)
+
+
+def _cables(info: dict[str, Any] | None) -> list[dict[str, str]]:
+    """Its cable addresses as its info lists them: `{interface, address, peer}`, strings."""
+    listed = (info or {}).get("cables")
+    keys = ("interface", "address", "peer")
+    return [
+        {k: c[k] for k in keys}
+        for c in (listed if isinstance(listed, list) else [])
+        if isinstance(c, dict) and all(isinstance(c.get(k), str) for k in keys)
+    ]
+
+
 @dataclass
 class NodeBook:
     me: int
@@ -119,8 +141,7 @@ class NodeBook:
         if known.fetched_at is not None:
             # An answer that could not yet name all its neighbours (asked as the mesh came
             # up) is asked again soon: the picture of the mesh is made of these names.
-            unnamed = any(n.get("node_id") is None for n in _neighbours(known.info))
-            at = known.fetched_at + (RETRY if unnamed else REFRESH)
+            at = known.fetched_at + (RETRY if _incomplete(known.info) else REFRESH)
             if known.relinked_at is not None and known.relinked_at >= known.asked_at:
                 at = min(at, known.relinked_at + RELINKED)
             return at
@@ -175,6 +196,7 @@ class NodeBook:
                         {"node_id": n.get("node_id"), "interface": n.get("interface")}
                         for n in _neighbours(known.info)
                     ],
+                    "cables": _cables(known.info),
                     "links": [
                         {k: i.get(k) for k in ("name", "kind", "speed_mbps", "cost")}
                         for i in info.get("interfaces") or []

@@ -1,0 +1,196 @@
+"""From the mesh to a job, the way users run one: `babblerctl hostfile --format mlx` on a
+node, then MLX's own launcher with that file (mlx[cpu], pinned), ranks in the lab's
+namespaces (babbler/lab/jobs.py: only `ssh` is a stand-in). The ring runs over the cables,
+parallel cables carry their share, and the other formats are what their programs read."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from babbler.lab import Lab, Node, netns
+from babbler.lab.jobs import babblerctl, mlx_launch
+from tests import needs
+from tests.integration.helpers import LabFactory, until
+
+pytestmark = pytest.mark.integration
+
+JOB = Path(__file__).with_name("mlx_job.py")
+JOB_TIMEOUT = 180.0  # s: four ranks importing MLX on 2 cores take ~10 s; generous
+
+
+def hostfile(node: Node, *args: str) -> subprocess.CompletedProcess[str]:
+    return babblerctl(node, "hostfile", *args)
+
+
+def wait_hostfile(node: Node, hosts: int, ips: int, *args: str) -> list[dict[str, Any]]:
+    """The mlx hostfile once every node's info says its cables (as a user would retry)."""
+    got: list[dict[str, Any]] = []
+
+    def ready() -> bool:
+        nonlocal got
+        done = hostfile(node, "--format", "mlx", *args)
+        got = json.loads(done.stdout) if done.returncode == 0 else []
+        return len(got) == hosts and all(len(h["ips"]) == ips for h in got)
+
+    until(ready, what=f"an mlx hostfile of {hosts} hosts with {ips} ip(s) each")
+    return got
+
+
+def namespaces(lab: Lab) -> dict[str, str]:
+    """ssh name (IPv4 node address) -> namespace, for the ssh stand-in."""
+    return {str(lab.status(n)["node_address_v4"]): n.netns for n in lab.nodes}
+
+
+def run_job(lab: Lab, work: Path, file: list[dict[str, Any]], *job: str) -> list[dict[str, Any]]:
+    work.mkdir(exist_ok=True)
+    (work / "hosts.json").write_text(json.dumps(file))
+    out = work / "out"
+    out.mkdir(exist_ok=True)
+    done = mlx_launch(
+        work / "hosts.json", [str(JOB), str(out), *job], namespaces(lab), work, JOB_TIMEOUT
+    )
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+    return [json.loads((out / f"rank{r}.json").read_text()) for r in range(len(file))]
+
+
+def test_an_mlx_ring_job_runs_over_the_cables_of_a_four_ring(
+    make_lab: LabFactory, tmp_path: Path
+) -> None:
+    needs.mlx()
+    lab = make_lab(4, "ring")
+    n1, n3 = lab.nodes[0], lab.nodes[2]
+    file = wait_hostfile(n1, 4, 1)
+    # the same file on every node, each host listening on its cable to the previous one
+    assert wait_hostfile(n3, 4, 1) == file
+    cables = {a["address"] for n in lab.nodes for a in lab.status(n)["addresses_v4"]}
+    assert all(h["ips"][0] in cables for h in file), file
+    results = run_job(lab, tmp_path / "ring", file)
+    assert [r["rank"] for r in results] == [0, 1, 2, 3]
+    for r in results:
+        assert r["size"] == 4 and r["all_sum_ok"], r
+        assert r["all_gather"] == [[i] * 4 for i in range(4)] or r["all_gather"] == [
+            i for i in range(4) for _ in range(4)
+        ], r
+
+
+def tx_bytes(lab: Lab, node: Node, link: str) -> int:
+    return int(lab.exec(node, "cat", f"/sys/class/net/{link}/statistics/tx_bytes").stdout)
+
+
+def test_two_nodes_with_two_cables_run_a_job_over_both(
+    make_lab: LabFactory, tmp_path: Path
+) -> None:
+    needs.mlx()
+    lab = make_lab(2, "line", False)
+    n1, n2 = lab.nodes
+    netns.add_link(1, n1.netns, 2, n2.netns, prefix="vb")  # a second cable: vb1x2 <-> vb2x1
+    lab.start_all()
+    file = wait_hostfile(n1, 2, 2)
+    links = ("v1x2", "vb1x2")
+    before = [tx_bytes(lab, n1, link) for link in links]
+    results = run_job(lab, tmp_path / "two", file, "64")  # 64 MiB from each rank
+    assert all(r["all_sum_ok"] and r["large_ok"] for r in results), results
+    sent = [tx_bytes(lab, n1, link) - b for link, b in zip(links, before, strict=True)]
+    print("bytes n1 sent per cable:", sent)
+    assert sum(sent) >= 64 * 2**20, sent  # n1's 64 MiB left over the cables
+    assert min(sent) >= 0.2 * sum(sent), f"one cable carried too little: {sent}"
+
+
+def test_hostfile_refusals_are_one_line_and_exit_1(make_lab: LabFactory) -> None:
+    lab = make_lab(3, "line")  # n1 - n2 - n3: no ring
+    n1 = lab.nodes[0]
+    until(lambda: hostfile(n1, "--format", "torch").returncode == 0, what="every node's info")
+    no_ring = hostfile(n1, "--format", "mlx")
+    assert no_ring.returncode == 1 and no_ring.stdout == ""
+    (line,) = no_ring.stderr.strip().splitlines()  # one line, nodes in node-id order
+    assert line.startswith("babblerctl: no ring through the cables: "), line
+    assert "n1 has a cable to n2 only" in line and "n3 has a cable to n2 only" in line, line
+    assert line.endswith("; --allow-hops uses node addresses instead"), line
+    hops = hostfile(n1, "--format", "mlx", "--allow-hops")
+    assert hops.returncode == 0 and "warning" in hops.stderr
+    assert len(json.loads(hops.stdout)) == 3
+    unknown = hostfile(n1, "--format", "mlx", "--nodes", "n1,nosuch")
+    assert unknown.returncode == 1 and "no node 'nosuch'" in unknown.stderr
+    single = hostfile(n1, "--format", "mlx", "--nodes", "n2")
+    assert single.returncode == 1 and "a job needs two nodes or more" in single.stderr
+    jaccl = hostfile(n1, "--format", "jaccl")
+    assert jaccl.returncode == 1 and (
+        "not cabled: n1-n3" in jaccl.stderr or "not cabled: n3-n1" in jaccl.stderr
+    ), jaccl.stderr
+    pair = hostfile(n1, "--format", "jaccl", "--nodes", "n2,n1")
+    assert pair.returncode == 0, pair.stderr
+    v4 = {lab.status(n)["node_address_v4"]: n.name for n in lab.nodes}
+    hosts = json.loads(pair.stdout)["hosts"]
+    assert all(h["rdma"][i] is None for i, h in enumerate(hosts))  # null for itself
+    rdma = {v4[h["ssh"]]: h["rdma"] for h in hosts}  # the interface facing the other
+    assert {name: [d for d in row if d] for name, row in rdma.items()} == {
+        "n1": ["rdma_v1x2"],
+        "n2": ["rdma_v2x1"],
+    }
+
+
+def test_hosts_lines_and_ip_of_another_node(make_lab: LabFactory, tmp_path: Path) -> None:
+    lab = make_lab(3, "line")
+    n1, n2, n3 = lab.nodes
+    until(lambda: hostfile(n1, "--format", "torch").returncode == 0, what="every node's info")
+    ids = {n.name: lab.status(n)["node_id"] for n in lab.nodes}
+    v4 = {n.name: lab.status(n)["node_address_v4"] for n in lab.nodes}
+    assert babblerctl(n1, "ip", "n3", "-4").stdout.split() == [v4["n3"]]
+    assert babblerctl(n1, "ip", ids["n3"]).stdout.split() == [lab.status(n3)["node_address"]]
+    assert babblerctl(n1, "ip", v4["n2"], "-6").stdout.split() == [lab.status(n2)["node_address"]]
+    assert babblerctl(n1, "ip", "nosuch").returncode == 1
+    target = tmp_path / "hosts"
+    done = hostfile(n1, "--format", "hosts", "-o", str(target))
+    assert done.returncode == 0 and done.stdout == "", done.stderr
+    lines = [line.split() for line in target.read_text().splitlines() if not line.startswith("#")]
+    assert sorted(lines) == sorted(
+        [[v4[n.name], n.name] for n in lab.nodes]
+        + [[lab.status(n)["node_address"], n.name] for n in lab.nodes]
+    )
+    torch = hostfile(n2, "--format", "torch", "--this", "--port", "29600").stdout.splitlines()
+    assert torch[:3] == [f"MASTER_ADDR={v4[min(ids, key=ids.__getitem__)]}", "MASTER_PORT=29600",
+                         "WORLD_SIZE=3"]  # fmt: skip
+    assert torch[-1].startswith("NODE_RANK=")
+
+
+TORCH_JOB = Path(__file__).with_name("torch_job.py")
+
+
+def test_a_torch_gloo_job_runs_over_node_addresses(make_lab: LabFactory, tmp_path: Path) -> None:
+    """Each node's `babblerctl hostfile --format torch --this`, then each rank started with
+    the environment torchrun gives it (Debian's torchrun 1.13 fails on Python 3.11 before
+    starting anything, so the test sets that environment itself): gloo binds the IPv4 node
+    address by its label and the all_reduce crosses a hop (n1 - n2 - n3)."""
+    python = needs.torch()
+    lab = make_lab(3, "line")
+    until(
+        lambda: all(hostfile(n, "--format", "torch").returncode == 0 for n in lab.nodes),
+        what="every node has every node's info",
+    )
+    out = tmp_path / "out"
+    out.mkdir()
+    ranks = []
+    for node in lab.nodes:
+        done = hostfile(node, "--format", "torch", "--this")
+        assert done.returncode == 0, done.stderr
+        env = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
+        assert env["GLOO_SOCKET_IFNAME"] == "lo:babbler"
+        env |= {"RANK": env.pop("NODE_RANK"), "LOCAL_RANK": "0", "PATH": "/usr/bin:/bin"}
+        command = ["ip", "netns", "exec", node.netns, python, str(TORCH_JOB), str(out)]
+        ranks.append(subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True))
+    try:
+        errors = [rank.communicate(timeout=JOB_TIMEOUT)[1] for rank in ranks]
+    finally:
+        for rank in ranks:
+            rank.kill()
+            rank.wait()
+    assert [rank.returncode for rank in ranks] == [0, 0, 0], errors
+    results = [json.loads((out / f"rank{r}.json").read_text()) for r in range(3)]
+    assert all(r["ok"] for r in results), results
+    label = lab.exec(lab.nodes[0], "ip", "-4", "-o", "addr", "show", "label", "lo:babbler")
+    assert lab.status(lab.nodes[0])["node_address_v4"] + "/32" in label.stdout, label.stdout

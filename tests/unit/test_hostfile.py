@@ -1,0 +1,356 @@
+"""From the mesh to a job: the cable graph, the ring, the hostfiles and the names written
+into them (core/cablegraph.py, core/ring.py, core/hostfile.py, core/hostnames.py)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from babbler.core import hostfile, hostnames
+from babbler.core.cablegraph import CableGraph
+from babbler.core.errors import BabblerError
+from babbler.core.ring import find_ring
+from tests import needs
+
+
+def ident(i: int) -> str:
+    return f"{i + 1:012x}"
+
+
+def mesh_status(
+    n: int,
+    cables: list[tuple[int, int]],
+    me: int = 0,
+    names: dict[int, str | None] | None = None,
+    no_v4: tuple[int, ...] = (),
+    unreachable: tuple[int, ...] = (),
+) -> dict[str, Any]:
+    """Node `me`'s status in a mesh of n nodes joined by `cables` (pairs; repeat a pair for
+    parallel cables). Cable k has the /31 10.77.128+k//128.(2k%256); node i is n{i+1}."""
+    default: dict[int, str | None] = {i: f"n{i + 1}" for i in range(n)}
+    names = default | (names or {})
+    ends: dict[int, list[dict[str, str]]] = {i: [] for i in range(n)}
+    for k, (a, b) in enumerate(cables):
+        base = f"10.77.{128 + k // 128}.{(2 * k) % 256}"
+        low, high = base, base.rsplit(".", 1)[0] + f".{(2 * k) % 256 + 1}"
+        ends[a].append({"interface": f"c{k}", "address": low, "peer": high})
+        ends[b].append({"interface": f"c{k}", "address": high, "peer": low})
+
+    def v4(i: int) -> str | None:
+        return None if i in no_v4 else f"10.77.0.{i + 1}"
+
+    return {
+        "node_id": ident(me),
+        "name": names[me],
+        "node_address": f"fde0:20c6:1fa7:ffff:{me + 1:x}::",
+        "node_address_v4": v4(me),
+        "addresses_v4": ends[me],
+        "interfaces": [{"name": c["interface"], "cost": 32} for c in ends[me]],
+        "nodes": [
+            {
+                "node_id": ident(i),
+                "name": names[i],
+                "version": "0.1.0",
+                "node_address": f"fde0:20c6:1fa7:ffff:{i + 1:x}::",
+                "node_address_v4": v4(i),
+                "reachable": i not in unreachable,
+                "cables": ends[i],
+                "links": [{"name": c["interface"], "cost": 32} for c in ends[i]],
+            }
+            for i in range(n)
+            if i != me
+        ],
+    }
+
+
+def ring_cables(n: int) -> list[tuple[int, int]]:
+    return [(i, (i + 1) % n) for i in range(n)]
+
+
+def graph(*args: Any, **kwargs: Any) -> CableGraph:
+    return CableGraph.from_status(mesh_status(*args, **kwargs))
+
+
+# The cable graph
+
+
+def test_cables_are_two_ends_that_name_each_other() -> None:
+    g = graph(3, [(0, 1), (1, 2), (1, 2)])
+    assert len(g.between(ident(0), ident(1))) == 1
+    assert len(g.between(ident(1), ident(2))) == 2  # parallel cables
+    assert g.between(ident(0), ident(2)) == []
+    cable = g.between(ident(1), ident(0))[0]
+    assert (cable.near.node_id, cable.far.node_id) == (ident(0), ident(1))
+    assert str(cable.end_on(ident(1)).address) == "10.77.128.1"
+
+
+def test_an_end_whose_far_end_says_nothing_is_no_cable() -> None:
+    status = mesh_status(2, [(0, 1)])
+    status["nodes"][0]["cables"] = []  # its info is older than the cable
+    assert CableGraph.from_status(status).between(ident(0), ident(1)) == []
+
+
+def test_the_best_cable_comes_first() -> None:
+    status = mesh_status(2, [(0, 1), (0, 1)])
+    status["interfaces"][0]["cost"] = 96  # c0 is slow at this end: c1 first
+    cables = CableGraph.from_status(status).between(ident(0), ident(1))
+    assert [c.near.interface for c in cables] == ["c1", "c0"]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "not a list",
+        [1, None, "x"],
+        [{"interface": "c9", "address": "10.77.200.1", "peer": "nonsense"}],
+        [{"interface": "a b", "address": "10.77.128.1", "peer": "10.77.128.0"}],
+        [{"interface": "x" * 16, "address": "10.77.128.1", "peer": "10.77.128.0"}],
+        [{"address": "10.77.128.1", "peer": "10.77.128.0"}],
+    ],
+)
+def test_a_far_node_saying_nonsense_gives_no_cable_and_no_crash(bad: Any) -> None:
+    status = mesh_status(2, [(0, 1)])
+    status["nodes"][0]["cables"] = bad
+    assert CableGraph.from_status(status).between(ident(0), ident(1)) == []
+
+
+def test_a_hostile_ipv4_node_address_is_not_taken() -> None:
+    status = mesh_status(2, [(0, 1)])
+    status["nodes"][0]["node_address_v4"] = "10.77.0.2 evil\n1.2.3.4"
+    assert CableGraph.from_status(status).hosts[ident(1)].node_address_v4 is None
+
+
+# The ring
+
+
+def brute_force(width: list[list[int]]) -> tuple[list[int], int] | None:
+    """Every order from node 0: the widest ring, first in lexicographic order."""
+    n = len(width)
+    best: tuple[int, list[int]] | None = None
+    for rest in itertools.permutations(range(1, n)):
+        order = [0, *rest]
+        least = min(width[order[i]][order[(i + 1) % n]] for i in range(n))
+        if least and (best is None or least > best[0]):
+            best = (least, order)
+    return None if best is None else (best[1], best[0])
+
+
+@st.composite
+def widths(draw: st.DrawFn) -> list[list[int]]:
+    n = draw(st.integers(2, 7))
+    w = [[0] * n for _ in range(n)]
+    for i in range(n):
+        for j in range(i + 1, n):
+            w[i][j] = w[j][i] = draw(st.sampled_from([0, 0, 1, 1, 2, 3]))
+    return w
+
+
+@settings(max_examples=300, deadline=None)
+@given(widths())
+def test_the_ring_is_the_widest_and_first_as_brute_force_finds(w: list[list[int]]) -> None:
+    assert find_ring(w) == brute_force(w)
+
+
+def test_a_ring_of_16_is_found_exactly_and_fast_enough() -> None:
+    n = 16
+    # two 8-rings joined at one node pair: every node has two cables, yet no ring
+    w = [[0] * n for _ in range(n)]
+    for base in (0, 8):
+        for k in range(8):
+            i, j = base + k, base + (k + 1) % 8
+            w[i][j] = w[j][i] = 1
+    w[0][8] = w[8][0] = 1
+    assert find_ring(w) is None
+    w[7][15] = w[15][7] = 1  # a second bridge: now a ring exists
+    found = find_ring(w)
+    assert found is not None and sorted(found[0]) == list(range(n))
+    bipartite = [[1 if (i < 7) != (j < 7) else 0 for j in range(n)] for i in range(n)]
+    assert find_ring(bipartite) is None  # 7 against 9 can never alternate
+
+
+def test_beyond_16_nodes_a_large_ring_is_still_found() -> None:
+    n = 40
+    w = [[1 if abs(i - j) in (1, n - 1) else 0 for j in range(n)] for i in range(n)]
+    assert find_ring(w) == (list(range(n)), 1)
+
+
+# MLX's ring hostfile
+
+
+def test_mlx_four_ring_each_host_lists_its_cable_to_the_previous() -> None:
+    made = hostfile.mlx(graph(4, ring_cables(4)), None, False, False)
+    assert made.warnings == []
+    # ring n1 n2 n3 n4; cable k joins k and k+1; n1's previous is n4 (cable 3)
+    assert made.value == [
+        {"ssh": "10.77.0.1", "ips": ["10.77.128.7"]},
+        {"ssh": "10.77.0.2", "ips": ["10.77.128.1"]},
+        {"ssh": "10.77.0.3", "ips": ["10.77.128.3"]},
+        {"ssh": "10.77.0.4", "ips": ["10.77.128.5"]},
+    ]
+
+
+def test_mlx_two_nodes_with_two_cables_use_both() -> None:
+    made = hostfile.mlx(graph(2, [(0, 1), (0, 1)]), None, False, False)
+    assert made.value == [
+        {"ssh": "10.77.0.1", "ips": ["10.77.128.0", "10.77.128.2"]},
+        {"ssh": "10.77.0.2", "ips": ["10.77.128.1", "10.77.128.3"]},
+    ]
+
+
+def test_mlx_every_host_lists_as_many_ips_as_the_narrowest_step() -> None:
+    cables = [*ring_cables(3), (0, 1), (1, 2)]  # n3-n1 has one cable
+    made = hostfile.mlx(graph(3, cables), None, False, False)
+    assert [len(h["ips"]) for h in made.value] == [1, 1, 1]
+
+
+def test_mlx_is_the_same_file_on_every_node() -> None:
+    cables = [(0, 2), (2, 1), (1, 3), (3, 0), (0, 1), (0, 1)]
+    files = {json.dumps(hostfile.mlx(graph(4, cables, me=me), None, False, False).value)
+             for me in range(4)}  # fmt: skip
+    assert len(files) == 1
+
+
+def test_mlx_nodes_selects_but_does_not_order() -> None:
+    g = graph(4, [*ring_cables(4), (0, 2)])
+    made = hostfile.mlx(g, [ident(2), ident(0)], False, False)
+    assert [h["ssh"] for h in made.value] == ["10.77.0.1", "10.77.0.3"]
+
+
+def test_mlx_ssh_names_are_the_hosts_names() -> None:
+    g = graph(2, [(0, 1)], names={1: "bad name#1"})
+    made = hostfile.mlx(g, None, False, True)
+    assert [h["ssh"] for h in made.value] == ["n1", f"node-{ident(1)}"]
+
+
+@pytest.mark.parametrize(
+    ("status", "expected"),
+    [
+        (mesh_status(1, []), "a job needs two nodes or more; only n1"),
+        (mesh_status(2, []), "no ring through the cables; not cabled: n1-n2"),
+        (mesh_status(4, [(0, 1), (1, 2), (2, 3)]), "n1 has a cable to n2 only; n4 has a"),
+        (mesh_status(4, [(0, 1), (1, 2), (2, 0)]), "n4 has no cable to the others"),
+        (mesh_status(3, ring_cables(3), no_v4=(2,)), "n3 has no IPv4 node address"),
+        (mesh_status(3, ring_cables(3), names={2: None}), "has not answered for its node info"),
+        (mesh_status(3, ring_cables(3), no_v4=(0,)), "this node has no IPv4 node address"),
+    ],
+)
+def test_mlx_refusals_name_what_is_missing(status: dict[str, Any], expected: str) -> None:
+    with pytest.raises(BabblerError, match=expected.replace("(", r"\(")):
+        hostfile.mlx(CableGraph.from_status(status), None, False, False)
+
+
+def test_mlx_named_unreachable_node_is_refused_and_unnamed_one_left_out() -> None:
+    g = graph(3, ring_cables(3), unreachable=(2,))
+    with pytest.raises(BabblerError, match="n3 is not reachable now"):
+        hostfile.mlx(g, [ident(0), ident(2)], False, False)
+    made = hostfile.mlx(g, None, False, False)
+    assert len(made.value) == 2 and "left out" in made.warnings[0] and "n3" in made.warnings[0]
+
+
+def test_mlx_allow_hops_goes_over_node_addresses_with_a_warning() -> None:
+    made = hostfile.mlx(graph(3, [(0, 1), (1, 2)]), None, True, False)
+    assert [h["ips"] for h in made.value] == [["10.77.0.1"], ["10.77.0.2"], ["10.77.0.3"]]
+    assert "node addresses" in made.warnings[0]
+
+
+# jaccl, torch, hosts
+
+
+def full_mesh(n: int) -> list[tuple[int, int]]:
+    return [(i, j) for i in range(n) for j in range(i + 1, n)]
+
+
+def test_jaccl_matrix_names_the_interface_facing_each_host() -> None:
+    made = hostfile.jaccl(graph(3, full_mesh(3)), None, False)
+    hosts = made.value["hosts"]
+    assert made.value["backend"] == "jaccl"
+    assert [h["rdma"] for h in hosts] == [
+        [None, "rdma_c0", "rdma_c1"],
+        ["rdma_c0", None, "rdma_c2"],
+        ["rdma_c1", "rdma_c2", None],
+    ]
+    assert [h["ips"] for h in hosts] == [["10.77.0.1"], ["10.77.0.2"], ["10.77.0.3"]]
+
+
+def test_jaccl_refuses_without_a_full_mesh() -> None:
+    with pytest.raises(BabblerError, match="not cabled: n1-n3"):
+        hostfile.jaccl(graph(3, [(0, 1), (1, 2)]), None, False)
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # MLX's open()
+def test_jaccl_file_is_read_by_mlx_own_hostfile_class(tmp_path: Path) -> None:
+    needs.mlx()
+    from mlx._distributed_utils import common
+
+    made = hostfile.jaccl(graph(3, full_mesh(3)), None, False)
+    path = tmp_path / "jaccl.json"
+    path.write_text(json.dumps(made.value))
+    parsed = common.Hostfile.from_file(path)  # type: ignore[no-untyped-call]
+    assert parsed.backend == "jaccl"
+    hosts = parsed.hosts
+    # launch_jaccl's own checks: a full matrix, null on the diagonal, a coordinator ip
+    assert all(len(h.rdma) == len(hosts) for h in hosts)
+    assert all(h.rdma[i] is None for i, h in enumerate(hosts))
+    assert hosts[0].ips == ["10.77.0.1"]
+    # the matrix is symmetric in cables: i's device towards j is on the cable j uses to i
+    assert hosts[0].rdma[1] == hosts[1].rdma[0] == "rdma_c0"
+
+
+def test_torch_lines() -> None:
+    g = graph(3, ring_cables(3), me=1)
+    made = hostfile.torch(g, None, 29500, True)
+    assert made.value == [
+        "MASTER_ADDR=10.77.0.1",
+        "MASTER_PORT=29500",
+        "WORLD_SIZE=3",
+        "# rank 0: n1 10.77.0.1",
+        "# rank 1: n2 10.77.0.2",
+        "# rank 2: n3 10.77.0.3",
+        "NODE_RANK=1",
+    ]
+    with pytest.raises(BabblerError, match="this node is not one of --nodes"):
+        hostfile.torch(g, [ident(0), ident(2)], 29500, True)
+
+
+def test_hosts_lines_never_shadow_this_host_or_take_hostile_names() -> None:
+    names: dict[int, str | None] = {
+        1: "localhost", 2: "my box", 3: "a#b", 4: "x" * 64, 5: "N1", 6: None, 7: "twin",
+        8: "twin", 9: "good", 10: f"node-{ident(9)}",
+    }  # fmt: skip
+    status = mesh_status(11, [], names=names)
+    status["nodes"][5]["version"] = None  # node 7 never answered
+    made = hostfile.hosts_lines(CableGraph.from_status(status), taken=["n1"])
+    lines = [line.split("\t") for line in made.value[1:]]
+    written = [name for _, name in lines]
+    # IPv6 for every node, IPv4 for those that said one (not the one that never answered)
+    assert len(lines) == 11 + 10
+    assert all(hostnames.valid_host_name(name) for name in written)
+    assert "good" in written  # the one valid, unshared name
+    assert set(written) == {"good", *(f"node-{ident(i)}" for i in range(11) if i != 9)}
+
+
+@given(st.lists(st.one_of(st.none(), st.text(max_size=70)), min_size=1, max_size=8))
+def test_written_names_are_always_valid_and_unique(given_names: list[str | None]) -> None:
+    pairs = [(ident(i), name) for i, name in enumerate(given_names)]
+    out = hostnames.names(pairs, taken=["myhost"])
+    assert all(hostnames.valid_host_name(name) for name in out.values())
+    assert len({name.lower() for name in out.values()}) == len(out)
+    assert "myhost" not in out.values()
+
+
+@pytest.mark.parametrize(
+    ("name", "valid"),
+    [
+        ("n1", True), ("mac-studio.local", True), ("a" * 63, True), ("a" * 64, False),
+        ("-a", False), ("a-", False), ("a b", False), ("a#b", False), ("", False),
+        ("10.77.0.1", False), ("é", False), ("a..b", False),
+    ],
+)  # fmt: skip
+def test_valid_host_names(name: str, valid: bool) -> None:
+    assert hostnames.valid_host_name(name) is valid
