@@ -7,6 +7,8 @@ import importlib.metadata
 import os
 import shutil
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -25,20 +27,18 @@ def tool(name: str, package: str) -> str:
 SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's, where python3-torch installs torch
 
 
-def torch() -> str:
-    """The Python that has torch with gloo (Debian's python3-torch), or skip (fail in CI)."""
-    found = (
-        subprocess.run(
-            [SYSTEM_PYTHON, "-c", "import torch.distributed as d; assert d.is_gloo_available()"],
-            capture_output=True,
-            check=False,
-        )
-        if os.path.exists(SYSTEM_PYTHON)
-        else None
-    )
-    if found is not None and found.returncode == 0:
-        return SYSTEM_PYTHON
-    message = "torch with gloo not found (Debian package python3-torch; scripts/setup --test)"
+def torch() -> tuple[str, str | None]:
+    """(a Python with torch and gloo, its torchrun or None), as scripts/setup --test installs
+    one: a CPU build in the venv with torchrun, else Debian's python3-torch, whose torchrun
+    (1.13) fails on Python 3.11 before it starts anything. Skip (fail in CI) without."""
+    check = ["-c", "import torch.distributed as d; assert d.is_gloo_available()"]
+    for python in (sys.executable, SYSTEM_PYTHON):
+        if not os.path.exists(python):
+            continue
+        if subprocess.run([python, *check], capture_output=True, check=False).returncode == 0:
+            torchrun = Path(sys.executable).with_name("torchrun")
+            return python, str(torchrun) if python == sys.executable else None
+    message = "torch with gloo not found (scripts/setup --test installs it)"
     if os.environ.get("CI"):
         pytest.fail(f"CI is set but {message}")
     pytest.skip(message)

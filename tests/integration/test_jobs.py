@@ -6,7 +6,9 @@ parallel cables carry their share, and the other formats are what their programs
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -162,11 +164,12 @@ TORCH_JOB = Path(__file__).with_name("torch_job.py")
 
 
 def test_a_torch_gloo_job_runs_over_node_addresses(make_lab: LabFactory, tmp_path: Path) -> None:
-    """Each node's `babblerctl hostfile --format torch --this`, then each rank started with
-    the environment torchrun gives it (Debian's torchrun 1.13 fails on Python 3.11 before
-    starting anything, so the test sets that environment itself): gloo binds the IPv4 node
-    address by its label and the all_reduce crosses a hop (n1 - n2 - n3)."""
-    python = needs.torch()
+    """docs/jobs.md's recipe on each node: `eval "$(babblerctl hostfile --format torch
+    --this)"`, `export GLOO_SOCKET_IFNAME`, torchrun: gloo binds the IPv4 node address by its
+    label and the all_reduce crosses a hop (n1 - n2 - n3). With Debian's torch, whose
+    torchrun (1.13) fails on Python 3.11 before it starts anything, each rank is started
+    with the environment torchrun would give it instead."""
+    python, torchrun = needs.torch()
     lab = make_lab(3, "line")
     until(
         lambda: all(hostfile(n, "--format", "torch").returncode == 0 for n in lab.nodes),
@@ -174,17 +177,21 @@ def test_a_torch_gloo_job_runs_over_node_addresses(make_lab: LabFactory, tmp_pat
     )
     out = tmp_path / "out"
     out.mkdir()
+    job = f"{shlex.quote(str(TORCH_JOB))} {shlex.quote(str(out))}"
+    if torchrun is not None:
+        start = f"{torchrun} --nnodes=$WORLD_SIZE --node_rank=$NODE_RANK --nproc_per_node=1"
+        start += f" --master_addr=$MASTER_ADDR --master_port=$MASTER_PORT {job}"
+    else:
+        start = "RANK=$NODE_RANK LOCAL_RANK=0 WORLD_SIZE=$WORLD_SIZE MASTER_ADDR=$MASTER_ADDR"
+        start += f" MASTER_PORT=$MASTER_PORT {python} {job}"
     ranks = []
     for node in lab.nodes:
-        done = hostfile(node, "--format", "torch", "--this")
-        assert done.returncode == 0, done.stderr
-        env = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
-        assert env["GLOO_SOCKET_IFNAME"] == "lo:babbler"
-        env |= {"RANK": env.pop("NODE_RANK"), "LOCAL_RANK": "0", "PATH": "/usr/bin:/bin"}
-        command = ["ip", "netns", "exec", node.netns, python, str(TORCH_JOB), str(out)]
-        ranks.append(subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True))
+        ctl = f"{sys.executable} -m babbler.ctl.main --socket {node.socket}"
+        script = f'eval "$({ctl} hostfile --format torch --this)"; export GLOO_SOCKET_IFNAME;'
+        command = ["ip", "netns", "exec", node.netns, "bash", "-c", f"{script} {start}"]
+        ranks.append(subprocess.Popen(command, stderr=subprocess.PIPE, text=True))
     try:
-        errors = [rank.communicate(timeout=JOB_TIMEOUT)[1] for rank in ranks]
+        errors = [rank.communicate(timeout=JOB_TIMEOUT)[1][-2000:] for rank in ranks]
     finally:
         for rank in ranks:
             rank.kill()
