@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from tests import needs
 from tests.needs import tool
 
 pytestmark = pytest.mark.integration
@@ -105,6 +106,22 @@ def test_linkbench_puts_babblerctl_bench_next_to_iperf3(results: Path) -> None:
     shaped = [row for row in data["shaped"] if "path" in row]  # type: ignore[attr-defined]
     assert [row["shaped_to"] for row in shaped] == ["100mbit", "1gbit"]
     assert [row["bytes"] for row in data["sweep"]["sweep"]][-1] == 16 << 20  # type: ignore[index]
+
+
+def test_mlx_bandwidth_puts_a_real_mlx_job_next_to_iperf3(tmp_path: Path) -> None:
+    tool("iperf3", "iperf3")
+    needs.mlx()
+    out, svg = tmp_path / "mlx-bandwidth.json", tmp_path / "mlx.svg"
+    printed = run("mlx_bandwidth.py", "--quick", "--out", str(out), "--svg", str(svg)).stdout
+    assert "wrote" in printed and "---" in printed
+    data = json.loads(out.read_text())
+    sweep, parallel = data["sweep"], data["parallel"]
+    assert set(sweep["mlx"]) == {"oneway", "roundtrip", "allgather"}
+    assert list(sweep["mlx"]["allgather"])[-1] == str(16 << 20)
+    assert sweep["iperf3_gbit_s"] > 0 and sweep["babblerctl"]["send"]["gbit_s"] > 0
+    assert all(len(h["ips"]) == 2 for h in parallel["hostfile"])  # both cables
+    assert parallel["two_cables"]["gbit_s"] > 0 and parallel["one_cable"]["gbit_s"] > 0
+    assert svg.read_text().startswith("<svg")
 
 
 def test_plot_draws_an_svg_from_the_results(results: Path, tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ import json
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -32,14 +33,19 @@ def hostfile(node: Node, *args: str) -> subprocess.CompletedProcess[str]:
 def wait_hostfile(node: Node, hosts: int, ips: int, *args: str) -> list[dict[str, Any]]:
     """The mlx hostfile once every node's info says its cables (as a user would retry)."""
     got: list[dict[str, Any]] = []
+    last = ""
 
     def ready() -> bool:
-        nonlocal got
+        nonlocal got, last
         done = hostfile(node, "--format", "mlx", *args)
         got = json.loads(done.stdout) if done.returncode == 0 else []
+        last = done.stderr or done.stdout
         return len(got) == hosts and all(len(h["ips"]) == ips for h in got)
 
-    until(ready, what=f"an mlx hostfile of {hosts} hosts with {ips} ip(s) each")
+    try:
+        until(ready, what=f"an mlx hostfile of {hosts} hosts with {ips} ip(s) each")
+    except AssertionError as error:
+        raise AssertionError(f"{error}; last said: {last}") from None
     return got
 
 
@@ -78,6 +84,25 @@ def test_an_mlx_ring_job_runs_over_the_cables_of_a_four_ring(
         assert r["all_gather"] == [[i] * 4 for i in range(4)] or r["all_gather"] == [
             i for i in range(4) for _ in range(4)
         ], r
+
+
+def test_the_hostfile_is_complete_soon_after_a_ring_boots_one_by_one(
+    make_lab: LabFactory,
+) -> None:
+    """As a cluster boots: babblerds start 2 s apart, so early answers predate later
+    neighbours. Within 10 s of the last start every node writes the same complete ring."""
+    lab = make_lab(4, "ring", False)
+    for node in lab.nodes:
+        lab.start(node)
+        time.sleep(2)
+    files = [json.loads(hostfile(n, "--format", "mlx").stdout or "[]") for n in lab.nodes]
+    deadline = time.monotonic() + 8  # 2 s already passed since the last start
+    while time.monotonic() < deadline and not (
+        all(len(f) == 4 for f in files) and all(f == files[0] for f in files)
+    ):
+        time.sleep(0.5)
+        files = [json.loads(hostfile(n, "--format", "mlx").stdout or "[]") for n in lab.nodes]
+    assert all(len(f) == 4 for f in files) and all(f == files[0] for f in files), files
 
 
 def tx_bytes(lab: Lab, node: Node, link: str) -> int:
@@ -137,27 +162,38 @@ def test_hostfile_refusals_are_one_line_and_exit_1(make_lab: LabFactory) -> None
 
 
 def test_hosts_lines_and_ip_of_another_node(make_lab: LabFactory, tmp_path: Path) -> None:
-    lab = make_lab(3, "line")
+    """Names as nodes say them, hostile ones too: only valid host names that shadow nothing
+    reach a hosts line or an `ssh` field; the others are written as node-<id>."""
+    lab = make_lab(3, "line", False)
     n1, n2, n3 = lab.nodes
+    lab.start(n1)
+    lab.start(n2, ["--name", "my box #2"])  # a space and a comment sign
+    lab.start(n3, ["--name", "localhost"])  # a name every host already has
     until(lambda: hostfile(n1, "--format", "torch").returncode == 0, what="every node's info")
     ids = {n.name: lab.status(n)["node_id"] for n in lab.nodes}
     v4 = {n.name: lab.status(n)["node_address_v4"] for n in lab.nodes}
-    assert babblerctl(n1, "ip", "n3", "-4").stdout.split() == [v4["n3"]]
+    assert babblerctl(n1, "ip", "localhost", "-4").stdout.split() == [v4["n3"]]  # its name
     assert babblerctl(n1, "ip", ids["n3"]).stdout.split() == [lab.status(n3)["node_address"]]
     assert babblerctl(n1, "ip", v4["n2"], "-6").stdout.split() == [lab.status(n2)["node_address"]]
+    assert babblerctl(n1, "ip", "my box #2", "-4").stdout.split() == [v4["n2"]]
     assert babblerctl(n1, "ip", "nosuch").returncode == 1
     target = tmp_path / "hosts"
     done = hostfile(n1, "--format", "hosts", "-o", str(target))
     assert done.returncode == 0 and done.stdout == "", done.stderr
     lines = [line.split() for line in target.read_text().splitlines() if not line.startswith("#")]
+    written = {"n1": "n1", "n2": f"node-{ids['n2']}", "n3": f"node-{ids['n3']}"}
     assert sorted(lines) == sorted(
-        [[v4[n.name], n.name] for n in lab.nodes]
-        + [[lab.status(n)["node_address"], n.name] for n in lab.nodes]
+        [[v4[n.name], written[n.name]] for n in lab.nodes]
+        + [[lab.status(n)["node_address"], written[n.name]] for n in lab.nodes]
     )
+    until(lambda: babblerctl(n1, "hostfile", "--format", "mlx", "--allow-hops").returncode == 0)
+    named = babblerctl(n1, "hostfile", "--format", "mlx", "--allow-hops", "--ssh-names")
+    assert {h["ssh"] for h in json.loads(named.stdout)} == set(written.values()), named.stdout
     torch = hostfile(n2, "--format", "torch", "--this", "--port", "29600").stdout.splitlines()
-    assert torch[:3] == [f"MASTER_ADDR={v4[min(ids, key=ids.__getitem__)]}", "MASTER_PORT=29600",
-                         "WORLD_SIZE=3"]  # fmt: skip
-    assert torch[-1].startswith("NODE_RANK=")
+    first = min(ids, key=ids.__getitem__)
+    assert torch[:3] == [f"MASTER_ADDR={v4[first]}", "MASTER_PORT=29600", "WORLD_SIZE=3"]
+    assert f"NODE_RANK={sorted(ids.values()).index(ids['n2'])}" in torch, torch
+    assert torch[-1] == "GLOO_SOCKET_IFNAME=lo:babbler"
 
 
 TORCH_JOB = Path(__file__).with_name("torch_job.py")

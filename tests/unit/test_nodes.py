@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from babbler.core.addressing import format_node_id, interface_address, node_address
-from babbler.daemon.nodes.book import FORGET, REFRESH, RELINKED, RETRY, NodeBook, events, routed
+from babbler.daemon.nodes.book import (
+    DOUBTED,
+    FORGET,
+    REFRESH,
+    RELINKED,
+    RETRY,
+    STARTING,
+    NodeBook,
+    events,
+    routed,
+)
 
 ME, A, B = 0x1, 0xA, 0xB
 
@@ -99,6 +110,56 @@ def test_an_answer_with_a_neighbour_but_no_cable_yet_is_asked_again_soon() -> No
     book.asking(A, 7.0 + REFRESH)  # IPv4 off there: no cable is ever coming
     book.answered(A, {**early, "node_address_v4": None}, 70.0)
     assert book.next_due() == 70.0 + REFRESH
+
+
+def lists(*neighbours: int) -> dict[str, Any]:
+    return {"neighbours": [{"node_id": format_node_id(n), "interface": "x"} for n in neighbours]}
+
+
+def test_two_answers_that_disagree_about_a_neighbour_are_both_asked_again() -> None:
+    """Started one by one: A answered before B came up beside it; B's answer lists A, A's
+    does not list B. Both are asked again (A at once, B DOUBTED after its answer) instead of
+    REFRESH later; when they keep disagreeing the gap doubles, and agreeing clears it."""
+    book = NodeBook(ME)
+    book.update_routes([route(A), route(B)], now=0.0)
+    book.asking(A, 0.0)
+    book.answered(A, lists(ME), 0.5)  # before B was its neighbour
+    book.asking(B, 0.0)
+    book.answered(B, lists(A), 10.0)
+    assert book.due(10.0) == [A]  # A's answer is the older one: at once
+    assert book.next_due() == 10.0
+    book.asking(A, 10.0)
+    book.answered(A, lists(ME), 10.2)  # still not listing B (its babeld is slow)
+    assert book.due(10.2) == [] and book.next_due() == 10.0 + DOUBTED  # B, after its answer
+    book.asking(B, 11.0)
+    book.answered(B, lists(A), 11.1)
+    times = {n: book._due_at(k) for n, k in book.nodes.items()}
+    assert times == {A: 10.2 + 2 * DOUBTED, B: 11.1 + 2 * DOUBTED}  # the gap doubled
+    book.asking(A, 12.2)
+    book.answered(A, lists(ME, B), 12.3)  # now it lists B: both agree
+    times = {n: book._due_at(k) for n, k in book.nodes.items()}
+    assert times == {A: 12.3 + REFRESH, B: 11.1 + REFRESH}
+
+
+def test_a_node_that_answered_while_starting_is_asked_again_as_it_ages() -> None:
+    """Two nodes asked before they met list neither: nothing disagrees. An answer from a
+    node still starting is asked again after half its uptime (at least DOUBTED)."""
+    book = NodeBook(ME)
+    book.update_routes([route(A)], now=0.0)
+    asked_at = []
+    now, uptime = 0.0, 0.5
+    while now < 100:
+        book.asking(A, now)
+        book.answered(A, {**lists(ME), "uptime_s": uptime}, now)
+        due = book.next_due()
+        assert due is not None
+        asked_at.append(round(due, 1))
+        uptime += due - now
+        now = due
+    young = [t for t in asked_at if t < STARTING]
+    assert young[:2] == [1.0, 2.0] and 5 <= len(young) <= 9, asked_at  # uptime / 2 apart
+    gaps = [b - a for a, b in itertools.pairwise(asked_at)]
+    assert gaps[len(young) :] == [REFRESH] * len(gaps[len(young) :]), asked_at
 
 
 def test_a_node_whose_links_changed_is_asked_again_soon() -> None:

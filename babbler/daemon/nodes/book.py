@@ -5,9 +5,10 @@ fetch; `view()` is `status.nodes`, `events()` the `watch` events between two vie
 A node is routed when babeld has a usable route to its node address (range | 0, which every
 babblerd announces while its mesh runs). It is asked for its info when that route appears,
 then every REFRESH seconds; a failed ask, or an answer given while the node was still
-learning its neighbours, is retried after RETRY seconds. A node that loses its
-route stays listed, unreachable, for FORGET seconds (a cable pulled and put back keeps its
-name), then is forgotten.
+learning its neighbours, is retried after RETRY seconds; a node still starting, or whose
+answer disagrees with another node's about a neighbour, sooner (STARTING, DOUBTED). A
+node that loses its route stays listed, unreachable, for FORGET seconds (a cable pulled and
+put back keeps its name), then is forgotten.
 """
 
 from __future__ import annotations
@@ -29,6 +30,20 @@ FORGET = 600.0
 # made of; without this they were up to REFRESH old after a cable was pulled. Long enough
 # for the node's babeld to have dropped the neighbours of the link, short beside REFRESH.
 RELINKED = 1.0
+# Two nodes whose infos disagree (one lists the other as a neighbour, the other does not) are
+# both asked again: one answered before that cable came or after it went. Nodes started one
+# by one, as a cluster boots, leave such answers behind (node 2 asked before node 3 came up
+# beside it), and without this they stood for REFRESH. The first re-ask is DOUBTED after
+# the last answer, then the gap doubles up to REFRESH while they keep disagreeing (a link
+# one end sees and the other does not is not asked about every second for ever).
+DOUBTED = 1.0
+# A node that answered while it was starting (its `uptime_s` under STARTING) may not have
+# met all its neighbours yet, and two such nodes, both asked before they met, do not
+# disagree: each lists neither. So a young answer is asked again after half the node's
+# uptime (at least DOUBTED): about six asks in its first half minute, then REFRESH. babeld
+# meets a neighbour within a few hellos (well under a second at hello 0.1, seconds at
+# babeld's default 4 s); the rest of the 30 s is for a machine slow to bring its links up.
+STARTING = 30.0
 
 
 @dataclass
@@ -45,6 +60,8 @@ class Known:
     in_flight: bool = False  # being asked now
     links: frozenset[str] = frozenset()  # the routed addresses of its range (its links)
     relinked_at: float | None = None  # when `links` last changed after it had answered
+    doubted_at: float | None = None  # when its info was last found to disagree with another's
+    doubts: int = 0  # answers in a row that disagreed (the back-off of asking again)
 
 
 def routed(routes: list[dict[str, Any]]) -> dict[int, tuple[dict[str, Any], frozenset[str]]]:
@@ -144,6 +161,12 @@ class NodeBook:
             at = known.fetched_at + (RETRY if _incomplete(known.info) else REFRESH)
             if known.relinked_at is not None and known.relinked_at >= known.asked_at:
                 at = min(at, known.relinked_at + RELINKED)
+            if known.doubted_at is not None:
+                gap = min(REFRESH, DOUBTED * 2 ** (known.doubts - 1))
+                at = min(at, max(known.doubted_at, known.fetched_at + gap))
+            uptime = (known.info or {}).get("uptime_s")
+            if isinstance(uptime, int | float) and 0 <= uptime < STARTING:
+                at = min(at, known.fetched_at + max(DOUBTED, uptime / 2))
             return at
         return None
 
@@ -168,7 +191,25 @@ class NodeBook:
         if node in self.nodes:
             known = self.nodes[node]
             known.info, known.fetched_at, known.error = info, now, None
+            self._doubt(now)
             known.in_flight = False
+
+    def _doubt(self, now: float) -> None:
+        """Mark the routed nodes whose answers disagree about a neighbour (see DOUBTED)."""
+        answered = {format_node_id(k.node_id): k for k in self.nodes.values() if k.info and k.route}
+        listed = {
+            ident: {n.get("node_id") for n in _neighbours(k.info)} for ident, k in answered.items()
+        }
+        doubtful = set()
+        for ident, theirs in listed.items():
+            for other in {o for o in theirs if isinstance(o, str)} & answered.keys():
+                if ident not in listed[other]:
+                    doubtful |= {ident, other}
+        for ident, known in answered.items():
+            if ident not in doubtful:
+                known.doubted_at, known.doubts = None, 0
+            elif known.doubted_at is None or known.doubted_at < (known.fetched_at or 0.0):
+                known.doubted_at, known.doubts = now, known.doubts + 1
 
     def failed(self, node: int, error: str) -> None:
         if node in self.nodes:
