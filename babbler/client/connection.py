@@ -14,6 +14,7 @@ from pathlib import Path
 
 from babbler.client.answer import ends, streamed
 from babbler.client.errors import AccessDenied, Disconnected, NotRunning, ProtocolError
+from babbler.core.platform import IS_DARWIN
 
 # sockaddr_un's path field: 108 bytes with the terminating NUL.
 MAX_SOCKET_PATH = 107
@@ -42,12 +43,21 @@ def path_problem(path: Path | str) -> str | None:
     return f"{path} is {what}, not babblerd's socket (--socket or BABBLER_SOCKET names it)"
 
 
+# How to start it, said where its absence is (docs/operations.md installs the services).
+START = (
+    "start it: sudo launchctl bootstrap system /Library/LaunchDaemons/org.babbler.babblerd.plist,"
+    " or sudo babblerd"
+    if IS_DARWIN
+    else "start it: sudo systemctl start babblerd, or sudo babblerd"
+)
+
+
 def connect_error(error: OSError, path: Path, timeout: float | None) -> Exception:
     """The client error for a failed connect() (shared with the async client)."""
     if isinstance(error, FileNotFoundError):
-        return NotRunning(f"babblerd is not running (no socket at {path})")
+        return NotRunning(f"babblerd is not running (no socket at {path}); {START}")
     if isinstance(error, ConnectionRefusedError):
-        return NotRunning(f"babblerd is not running (nothing answers at {path})")
+        return NotRunning(f"babblerd is not running (nothing answers at {path}); {START}")
     if isinstance(error, PermissionError):
         return AccessDenied(f"permission denied on {path}")
     if isinstance(error, TimeoutError):

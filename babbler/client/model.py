@@ -27,6 +27,7 @@ class Babeld:
     last_error: str | None
     my_id: str  # babeld's router id, `aa:bb:...`
     found: bool  # False: no babeld program on this machine
+    last_error_age_s: float | None = None  # how long ago last_error happened
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +108,10 @@ class Node:
     links: tuple[Interface, ...]
     node_address_v4: str | None  # its IPv4 node address, from its info
     cables: tuple[CableAddress, ...]  # its cable addresses, from its info ((): none yet)
+    # Without a usable route: for how long while still held `reachable` (the down hold),
+    # then how long ago it was last reachable (None while reachable, or from an old babblerd).
+    route_lost_s: float | None
+    last_seen_s: float | None
     raw: Json = _RAW
 
     @property
@@ -212,6 +217,8 @@ def _node(obj: Json) -> Node:
             links=tuple(_interface(link) for link in obj["links"]),
             node_address_v4=obj.get("node_address_v4"),
             cables=_cables(obj.get("cables")),
+            route_lost_s=obj.get("route_lost_s"),
+            last_seen_s=obj.get("last_seen_s"),
         ),
         raw=obj,
     )
@@ -226,7 +233,11 @@ def _status(obj: Json) -> Status:
         **_fields(
             Status,
             obj,
-            babeld=Babeld(**_fields(Babeld, obj["babeld"])),
+            babeld=Babeld(
+                **_fields(
+                    Babeld, obj["babeld"], last_error_age_s=obj["babeld"].get("last_error_age_s")
+                )
+            ),
             addresses=tuple(Address(a["interface"], a["address"]) for a in obj["addresses"]),
             interfaces=tuple(_interface(i) for i in obj["interfaces"]),
             neighbours=tuple(

@@ -28,7 +28,22 @@ def parse_node_id(text: str) -> int:
     digits = text.strip().lower().removeprefix("0x")
     if len(digits) != NODE_ID_BITS // 4 or any(c not in "0123456789abcdef" for c in digits):
         raise ValueError(f"node id must be 12 hex digits (48 bits), got {text!r}")
-    return int(digits, 16)
+    value = int(digits, 16)
+    if value == RESERVED_NODE_ID:
+        raise ReservedNodeId(
+            f"node id {digits} is reserved: its node address would be "
+            f"{NODE_SUBNET.network_address}, the subnet-router anycast address of {NODE_SUBNET}"
+        )
+    return value
+
+
+class ReservedNodeId(ValueError):
+    """A node id no node may have (all zeros)."""
+
+
+# Node id 0 would give the node address fde0:20c6:1fa7:ffff::, the /64's subnet-router
+# anycast address (RFC 4291 2.6.1), which routers answer for: never a node's.
+RESERVED_NODE_ID = 0
 
 
 def format_node_id(node_id: int) -> str:
@@ -37,7 +52,10 @@ def format_node_id(node_id: int) -> str:
 
 
 def random_node_id() -> int:
-    return secrets.randbits(NODE_ID_BITS)  # the kernel's CSPRNG
+    while True:
+        value = secrets.randbits(NODE_ID_BITS)  # the kernel's CSPRNG
+        if value != RESERVED_NODE_ID:
+            return value
 
 
 def node_range(node_id: int) -> IPv6Network:

@@ -10,6 +10,8 @@ Every line babeld writes is one of:
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 VERBS = ("add", "change", "flush")
@@ -146,3 +148,17 @@ def entry_key(rest: bytes) -> bytes:
     """b"kind handle" of a table line after its verb: which entry the line is about."""
     kind, _, tail = rest.partition(b" ")
     return kind + b" " + tail.partition(b" ")[0]
+
+
+# What babeld prints at every start on links that are not wireless, and on a kernel that
+# refuses a route it retries: never why it stopped.
+CHATTER = (
+    re.compile(r"^ioctl\(SIOCGIWNAME\)"),
+    re.compile(r"^Warning: couldn't determine whether .* is a wireless interface"),
+)
+
+
+def telling(lines: Iterable[str]) -> str:
+    """babeld's last output lines that may say why it stopped (its start-up chatter left
+    out), joined for one line of status."""
+    return " | ".join(line for line in lines if not any(c.match(line) for c in CHATTER))

@@ -40,6 +40,15 @@ MAX_HELLO_INTERVAL = 600.0
 MIN_HELLO_INTERVAL = 0.02
 
 
+# A node goes `down` for `watch` and `status.nodes` only after it has had no usable route
+# this long (DESIGN.md "Client protocol"): around a pulled ring cable babeld takes the route
+# away and learns the other way round within a few hellos (docs/benchmarks.md "Down
+# hold"). `down-hold` sets it; by default DOWN_HOLD_HELLOS hello intervals, at least
+# MIN_DOWN_HOLD seconds.
+DOWN_HOLD_HELLOS = 10
+MIN_DOWN_HOLD = 1.0
+MAX_DOWN_HOLD = 3600.0
+
 # Node info (DESIGN.md "Node info over the mesh"): not babel's 6696.
 DEFAULT_INFO_PORT = 6698
 MAX_NAME = 64
@@ -73,6 +82,7 @@ class Config:
     bench: str = "on"  # the bench responder on the node address
     bench_port: int = DEFAULT_BENCH_PORT
     ipv4_prefix: IPv4Network | None = DEFAULT_IPV4_PREFIX  # None: no IPv4 on the mesh
+    down_hold: float | None = None  # None: DOWN_HOLD_HELLOS hello intervals (down_hold())
 
     @property
     def socket_path(self) -> Path:
@@ -81,6 +91,19 @@ class Config:
     @property
     def private_dir(self) -> Path:
         return self.run_dir / "private"
+
+
+def down_hold(config: Config) -> float:
+    """Seconds without a usable route before a node is `down` (the setting, else auto)."""
+    if config.down_hold is not None:
+        return config.down_hold
+    return max(MIN_DOWN_HOLD, DOWN_HOLD_HELLOS * config.hello_interval)
+
+
+def _down_hold(key: str, value: Any) -> float | None:
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return None
+    return _seconds(key, value, 0.0, MAX_DOWN_HOLD)
 
 
 def _path(key: str, value: Any) -> Path:
@@ -285,6 +308,15 @@ SETTINGS: tuple[Setting, ...] = (
         "hello-interval",
         _between(MIN_HELLO_INTERVAL, MAX_HELLO_INTERVAL),
         f"babeld hello interval on every link [default: {DEFAULT_HELLO_INTERVAL:g}]",
+        reloadable=True,
+        metavar="SECONDS",
+    ),
+    Setting(
+        "down-hold",
+        _down_hold,
+        "seconds a node may be without a usable route before it is reported down (watch, "
+        "status.nodes); routes around a pulled cable come back well within it, or auto "
+        f"[default: auto, {DOWN_HOLD_HELLOS} hello intervals, at least {MIN_DOWN_HOLD:g} s]",
         reloadable=True,
         metavar="SECONDS",
     ),

@@ -51,6 +51,22 @@ class BabeldExited(BabeldError):
 
     def __init__(self, returncode: int | None, output: str = "") -> None:
         detail = f": {output}" if output else ""
-        super().__init__(f"babeld exited with status {returncode}{detail}")
+        super().__init__(f"babeld {exit_text(returncode)}{detail}")
         self.returncode = returncode
         self.output = output
+
+
+def exit_text(returncode: int | None) -> str:
+    """How a process ended, as people say it: `exited with status 1`, `killed by SIGKILL`
+    (a negative status is the signal that ended it)."""
+    if returncode is None:
+        return "ended"
+    if returncode < 0:
+        name = SIGNALS.get(-returncode)
+        return f"killed by {name}" if name else f"killed by signal {-returncode}"
+    return f"exited with status {returncode}"
+
+
+# The signals that end processes, by number (the same on Linux and macOS).
+SIGNALS = {1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 4: "SIGILL", 6: "SIGABRT", 8: "SIGFPE",
+           9: "SIGKILL", 11: "SIGSEGV", 13: "SIGPIPE", 14: "SIGALRM", 15: "SIGTERM"}  # fmt: skip

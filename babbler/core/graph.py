@@ -2,7 +2,8 @@
 without asking anything else). Pure.
 
 Edges: this node's neighbours (`status.neighbours[].node_id`, babeld's link cost), and each
-other node's neighbours as its node info lists them, with the cost of its link. `hops` is
+reachable node's neighbours as its node info lists them, with the cost of its link (a node
+cut off keeps its last info, which no longer says anything about the mesh). `hops` is
 breadth-first; `path` follows the lowest total cost, as babeld's metric does.
 """
 
@@ -42,6 +43,8 @@ class Graph:
                 graph.add(graph.me, edge)
         for node in status.get("nodes") or []:
             graph.names[node["node_id"]] = node.get("name") or node["node_id"]
+            if node.get("reachable") is False:  # cut off: what its info says is old
+                continue
             links = {i["name"]: i for i in node.get("links") or []}
             for n in node.get("neighbours") or []:
                 if n.get("node_id"):

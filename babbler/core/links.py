@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from ipaddress import IPv4Address, IPv4Interface, IPv6Address
 
 ARPHRD_ETHER = 1
@@ -168,6 +168,17 @@ _COMPARED = (
     "arp_type",
     "speed_mbps",
 )
+
+
+def keep_speeds(new: Links, old: Links) -> dict[str, Link]:
+    """`new`, each link that stopped saying its speed (a link without carrier reports none)
+    keeping the one it said before, so that its cost stays its own while it is down."""
+    out = dict(new)
+    for name, link in new.items():
+        was = old.get(name)
+        if link.speed_mbps is None and was and was.index == link.index and was.speed_mbps:
+            out[name] = replace(link, speed_mbps=was.speed_mbps)
+    return out
 
 
 def diff(old: Links, new: Links) -> LinkDiff:

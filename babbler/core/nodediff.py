@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-IGNORED = ("info_age_s", "error", "hops")
+IGNORED = ("info_age_s", "error", "hops", "route_lost_s", "last_seen_s")
 
 
 def node_changes(

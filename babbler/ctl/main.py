@@ -60,7 +60,7 @@ def main(ctx: click.Context, socket_path: Path | None) -> None:
     With no command, `status`.
     """
     if ctx.invoked_subcommand is None:
-        ctx.invoke(status, socket_path=None, as_json=False)
+        ctx.invoke(status, socket_path=None, as_json=False, with_routes=False)
 
 
 def _client(ctx: click.Context, socket_path: Path | None) -> Client:
@@ -71,13 +71,16 @@ def _client(ctx: click.Context, socket_path: Path | None) -> Client:
 @main.command()
 @socket_option
 @click.option("--json", "as_json", is_flag=True, help="print the status object as JSON")
+@click.option("--routes", "with_routes", is_flag=True, help="also every installed route")
 @click.pass_context
-def status(ctx: click.Context, socket_path: Path | None, as_json: bool) -> None:
-    """Show the node's state (never starts an on-demand mesh)."""
+def status(ctx: click.Context, socket_path: Path | None, as_json: bool, with_routes: bool) -> None:
+    """Show the node's state: its links, neighbours and the other nodes (never starts an
+    on-demand mesh)."""
 
     def go() -> None:
         value = _client(ctx, socket_path).status()
-        click.echo(json.dumps(value.raw, indent=2) if as_json else render.render_status(value))
+        shown = render.render_status(value, routes=with_routes)
+        click.echo(json.dumps(value.raw, indent=2) if as_json else shown)
 
     _run(go)
 
@@ -344,7 +347,7 @@ def _size(text: str) -> int:
             f"{text!r} is not a size like 64M or 1G", param_hint="--max-size"
         ) from None
     if not 1024 <= value <= 1 << 30:
-        raise click.BadParameter("from 1K to 1G", param_hint="--max-size")
+        raise click.BadParameter(f"{text!r}: from 1K to 1G", param_hint="--max-size")
     return value
 
 
@@ -433,21 +436,33 @@ def bench(
 @main.command()
 @click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
 def keygen(file: Path) -> None:
-    """Write a new random mesh key to FILE (mode 0600; an existing file is never replaced).
+    """Write a new random mesh key to FILE (mode 0600; an existing file is never replaced;
+    its directory is made if missing). FILE `-` prints the key instead.
 
     Copy the same file to every node (root-owned, 0600) and start each babblerd with
     --key-file FILE: nodes without the key are then no neighbours.
     """
-    from babbler.ctl.keygen import write_new_key
+    from babbler.ctl.keygen import new_key, write_new_key
 
     def go() -> None:
+        if str(file) == "-":
+            click.echo(new_key(), nl=False)
+            return
         try:
-            write_new_key(file)
+            made = write_new_key(file)
         except FileExistsError:
             raise BabblerError(f"{file} exists; a key is never overwritten") from None
-        click.echo(f"wrote a new mesh key to {file} (mode 0600)")
+        except PermissionError:
+            raise BabblerError(f"cannot write {file}: permission denied (run as root)") from None
+        except OSError as error:
+            raise BabblerError(f"cannot write {file}: {error.strerror or error}") from None
+        also = f" (made {file.parent})" if made else ""
+        click.echo(f"wrote a new mesh key to {file} (mode 0600){also}")
 
     _run(go)
+
+
+command.versioned(main, "babblerctl", __version__)  # every subcommand, last
 
 
 if __name__ == "__main__":

@@ -25,10 +25,10 @@ from babbler.bench import supervise
 from babbler.core import views
 from babbler.core.addressing import node_address
 from babbler.core.addrplan import AddressPlan, IndexBook, plan, wanted_addresses
-from babbler.core.config import Config, reloaded
+from babbler.core.config import Config, down_hold, reloaded
 from babbler.core.cost import UNKNOWN_COST, link_cost
 from babbler.core.errors import ConfigError, KernelError
-from babbler.core.links import Link, Selector, diff, usable_names
+from babbler.core.links import Link, Selector, diff, keep_speeds, usable_names
 from babbler.core.meshkey import MeshKey
 from babbler.core.table import Applied
 from babbler.daemon.babeld.launch import Launch, interface_options
@@ -80,6 +80,7 @@ class Daemon:
         self.identity = Identity(node, config.state_dir, config.hello_interval)
         self._reload_config = reload_config or (lambda: self.config)
         self.links: dict[str, Link] = {}
+        self._watch_filter = views.WatchFilter()  # what of babeld's table `watch` is sent
         self.book = IndexBook()
         self.active = False
         self.links_changed = Signal()
@@ -124,6 +125,7 @@ class Daemon:
             hub=self.hub,
             moved=self.node_moved,
             answered=self._node_answered,
+            hold=lambda: down_hold(self.config),
         )
 
     # -- what clients read (requests.View) -----------------------------------------------------
@@ -219,7 +221,7 @@ class Daemon:
         if self.hub.monitoring:
             self.hub.publish_lines([fact.line])
         if self.hub.watching:
-            event = views.entry_event(fact)
+            event = self._watch_filter.event(fact)
             if event is not None:
                 self.hub.publish_event(event)
         if fact.entry.kind in ("neighbour", "interface") and fact.verb != "change":
@@ -230,6 +232,10 @@ class Daemon:
             self.nodes.routes_changed()
 
     def _subscribers_changed(self) -> None:
+        if not self.hub.watching:
+            self._watch_filter.stop()
+        elif not self._watch_filter.started:
+            self._watch_filter.start(self.mesh.table)
         self.mesh.set_watched(self.hub.monitoring + self.hub.watching > 0)
         self.nodes.watchers_changed()
         self.demand_changed.notify()
@@ -325,7 +331,7 @@ class Daemon:
     async def refresh(self) -> None:
         """Re-read the links, bring the addresses to the plan, tell followers."""
         async with self._refresh_lock:
-            new = await self.kernel.read_links()
+            new = keep_speeds(await self.kernel.read_links(), self.links)
             change = diff(self.links, new)
             self.links = new
             if change:
@@ -355,7 +361,7 @@ class Daemon:
             forwarding = usable_names(new, self.selector) if self.active else set()
             self.ipv4.forward(forwarding, skip=self.config.skip_kernel_setup)
             if todo:
-                self.links = await self.kernel.read_links()
+                self.links = keep_speeds(await self.kernel.read_links(), self.links)
             if change or todo:
                 self.links_changed.notify()
                 self._publish_node()

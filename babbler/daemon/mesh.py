@@ -89,6 +89,7 @@ class Mesh:
         self.version: str | None = None
         self.restarts = 0
         self.last_error: str | None = None
+        self._last_error_at: float | None = None  # trio time
         self.told: dict[str, str] = {}  # interface babeld was told about -> its options
         self._running_since: float | None = None
         self.line_counts = LineCounts()  # over every babeld this daemon ran
@@ -118,6 +119,11 @@ class Mesh:
             "version": self.version,
             "restarts": self.restarts,
             "last_error": self.last_error,
+            "last_error_age_s": (
+                None
+                if self._last_error_at is None
+                else round(trio.current_time() - self._last_error_at, 1)
+            ),
         }
 
     def _set_state(self, state: str) -> None:
@@ -180,7 +186,7 @@ class Mesh:
                 if not ended.failed:
                     log.info("restarting babeld", reason=ended.reason)
                     continue
-                self.last_error = ended.reason
+                self.last_error, self._last_error_at = ended.reason, trio.current_time()
                 log.error("babeld failed", error=ended.reason, restarts=self.restarts + 1)
                 self.restarts += 1
                 backoff.ran(ran)

@@ -10,7 +10,13 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from babbler.core.addressing import format_node_id, parse_node_id, random_node_id
+from babbler.core.addressing import (
+    ReservedNodeId,
+    format_node_id,
+    parse_node_id,
+    random_node_id,
+)
+from babbler.core.errors import EnvironmentProblem
 
 FILE_NAME = "node-id"
 
@@ -54,6 +60,8 @@ def load_node_id(state_dir: Path, override: int | None) -> NodeId:
         return NodeId(parse_node_id(path.read_text(encoding="ascii")), "file")
     except FileNotFoundError:
         pass
+    except ReservedNodeId as error:  # someone wrote it: not ours to replace silently
+        raise EnvironmentProblem(f"{path}: {error}; delete the file for a new random id") from None
     except (OSError, ValueError, UnicodeDecodeError):
         # A corrupt file is replaced rather than trusted; the new id is logged by the caller.
         pass

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import click
 
@@ -16,10 +17,9 @@ from babbler.client import NotRunning, parse_status
 from babbler.core.config import DEFAULT_HELLO_INTERVAL, MAX_HELLO_INTERVAL, MIN_HELLO_INTERVAL
 from babbler.core.errors import BabblerError
 from babbler.core.graph import Graph, to_dot
-from babbler.core.table import is_usable
 from babbler.lab import TOPOLOGIES, Lab, LabError, Node, farthest
 from babbler.lab.capacity import too_big
-from babbler.ui.command import render_svg, run_command
+from babbler.ui.command import render_svg, run_command, versioned
 from babbler.ui.render import render_path, render_status
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -37,14 +37,27 @@ def _need_root() -> None:
         sys.exit(1)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option(
-    "--name",
-    default="lab",
-    show_default=True,
-    envvar="BABBLER_LAB",
-    help="lab name: namespaces are bbl-NAME-n1..., files /tmp/babbler-lab/NAME",
+NAME_HELP = (
+    "lab name: namespaces are bbl-NAME-n1..., files (logs too) /tmp/babbler-lab/NAME "
+    "[env BABBLER_LAB; default: lab]"
 )
+
+
+def _named(command: F) -> F:
+    """`--name` after the subcommand too (before it, it is the group's option); the
+    command gets the lab's name first."""
+
+    @functools.wraps(command)
+    def run(*args: Any, lab_name: str | None, **kwargs: Any) -> Any:
+        name = lab_name or click.get_current_context().find_root().params["name"]
+        return command(name, *args, **kwargs)
+
+    option = click.option("--name", "lab_name", default=None, metavar="NAME", help=NAME_HELP)
+    return cast(F, option(run))
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--name", default="lab", envvar="BABBLER_LAB", metavar="NAME", help=NAME_HELP)
 @click.version_option(__version__, prog_name="babbler-lab")
 @click.pass_context
 def main(ctx: click.Context, name: str) -> None:
@@ -53,16 +66,27 @@ def main(ctx: click.Context, name: str) -> None:
     \b
     babbler-lab up --nodes 4 --topology ring --wait 60
     babbler-lab status n1
+    babbler-lab exec n1 -- babblerctl nodes
     babbler-lab exec n1 -- ping -c 3 fde0:20c6:1fa7:ffff:...
     babbler-lab down
+
+    Several labs side by side: --name NAME (before or after the command) or BABBLER_LAB.
+    Each node's babblerd log: /tmp/babbler-lab/NAME/nI/babblerd.log.
     """
     ctx.obj = name
 
 
 def _bring_up(
-    name: str, nodes: int, topology: str, hello: float | None, mode: str, wait: float | None
+    name: str,
+    nodes: int,
+    topology: str,
+    hello: float | None,
+    mode: str,
+    wait: float | None,
+    key_file: Path | None = None,
 ) -> Lab:
     daemon_args = ["--mode", mode] + (["--hello-interval", f"{hello:g}"] if hello else [])
+    daemon_args += ["--key-file", str(key_file)] if key_file else []
     warning = too_big(nodes, hello or DEFAULT_HELLO_INTERVAL, os.cpu_count() or 1)
     if warning:
         click.echo(f"babbler-lab: note: {warning}", err=True)
@@ -74,11 +98,17 @@ def _bring_up(
             f"lab {name}: {nodes} nodes, {topology}, babblerd serving on all "
             f"({time.monotonic() - started:.2f} s)"
         )
+        click.echo(f"lab {name}: logs in {lab.base}/n*/babblerd.log")
         if wait:
             lab.wait_reachable(wait)
             click.echo(
                 f"lab {name}: every node reaches every other "
                 f"({time.monotonic() - started:.2f} s after up)"
+            )
+        else:
+            click.echo(
+                f"lab {name}: the mesh may still be forming (`babbler-lab status`; "
+                "--wait SECONDS waits until every node reaches every other)"
             )
     except BaseException:
         lab.down()
@@ -99,7 +129,8 @@ up_options = [
         default="ring",
         show_default=True,
         type=click.Choice(TOPOLOGIES),
-        help="how the nodes are wired: n1-n2-...; a ring closes it; a star wires all to n1",
+        help="how the nodes are wired: line n1-n2-...; ring closes the line; star wires all"
+        " to n1; grid a square-ish grid, row by row",
     ),
     click.option(
         "--hello-interval",
@@ -129,7 +160,7 @@ def _with(options: list[Callable[[F], F]]) -> Callable[[F], F]:
 
 
 @main.command()
-@click.pass_obj
+@_named
 @_with(up_options)
 @click.option(
     "--wait",
@@ -138,6 +169,12 @@ def _with(options: list[Callable[[F], F]]) -> Callable[[F], F]:
     metavar="SECONDS",
     help="wait until every node pings every other, at most this long",
 )
+@click.option(
+    "--key-file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="every node's babblerd --key-file (made with babblerctl keygen: try a mesh key)",
+)
 def up(
     name: str,
     nodes: int,
@@ -145,6 +182,7 @@ def up(
     hello_interval: float | None,
     mode: str,
     wait: float | None,
+    key_file: Path | None,
 ) -> None:
     """Create the namespaces and links and start babblerd on every node."""
     if mode == "on-demand" and wait:
@@ -153,11 +191,11 @@ def up(
             "on it subscribes: use --mode always, or run `babblerctl watch` on every node"
         )
     _need_root()
-    _guard(lambda: _bring_up(name, nodes, topology, hello_interval, mode, wait))
+    _guard(lambda: _bring_up(name, nodes, topology, hello_interval, mode, wait, key_file))
 
 
 @main.command("status")
-@click.pass_obj
+@_named
 @click.argument("node", required=False)
 def lab_status(name: str, node: str | None) -> None:
     """babblerctl status of NODE (n1, n2...), or one line per node."""
@@ -167,13 +205,17 @@ def lab_status(name: str, node: str | None) -> None:
         if node:
             click.echo(render_status(parse_status(lab.status(lab.node(node)))))
             return
+        others = len(lab.nodes) - 1
         for n in lab.nodes:
             try:
                 s = lab.status(n)
-                usable = sum(1 for r in s["routes"] if is_usable(r))
+                reached = sum(1 for o in s["nodes"] if o["reachable"])
+                restarts = s["babeld"]["restarts"]
+                trouble = f"  babeld restarted {restarts} times" if restarts else ""
                 click.echo(
                     f"{n.name}  {s['node_id']}  mesh {s['mesh']:<8}  "
-                    f"neighbours {len(s['neighbours'])}  usable routes {usable}"
+                    f"neighbours {len(s['neighbours'])}  reaches {reached} of {others} nodes"
+                    f"{trouble}"
                 )
             except NotRunning:
                 click.echo(f"{n.name}  not running")
@@ -182,32 +224,46 @@ def lab_status(name: str, node: str | None) -> None:
 
 
 @main.command("exec", context_settings={"ignore_unknown_options": True})
-@click.pass_obj
+@_named
 @click.argument("node")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def lab_exec(name: str, node: str, command: tuple[str, ...]) -> None:
-    """Run COMMAND inside NODE's namespace: babbler-lab exec n1 -- ping fde0:..."""
+    """Run COMMAND inside NODE's namespace: babbler-lab exec n1 -- ping fde0:...
+
+    babblerctl there talks to NODE's babblerd, and the lab's own programs (babblerctl,
+    babblerd) come first on PATH, also under sudo, which resets PATH."""
     _need_root()
 
     def go() -> None:
         target = Lab.load(name).node(node)
         os.environ["BABBLER_SOCKET"] = str(target.socket)  # babblerctl talks to this node
+        here = str(Path(sys.executable).parent)  # the venv's bin: babblerctl, babblerd
+        os.environ["PATH"] = os.pathsep.join([here, os.environ.get("PATH", "/usr/bin:/bin")])
         os.execvp("ip", ["ip", "netns", "exec", target.netns, *command])
 
     _guard(go)
 
 
 @main.command()
-@click.pass_obj
+@_named
 def down(name: str) -> None:
     """Stop the lab's daemons and delete its namespaces and files."""
     _need_root()
-    _guard(lambda: Lab.load(name).down())
-    click.echo(f"lab {name}: down")
+
+    def go() -> None:
+        try:
+            lab = Lab.load(name)
+        except LabError:  # nothing to take down: the state it was asked for
+            click.echo(f"lab {name}: not up (nothing to take down)")
+            return
+        lab.down()
+        click.echo(f"lab {name}: down")
+
+    _guard(go)
 
 
 @main.command()
-@click.pass_obj
+@_named
 @_with(up_options)
 def demo(name: str, nodes: int, topology: str, hello_interval: float | None, mode: str) -> None:
     """Up a mesh, show node 1's status, ping the farthest node's node address, tear it all
@@ -275,6 +331,9 @@ def _draw(status: dict[str, Any]) -> None:
         click.echo(f"(no picture: {error})")
         return
     click.echo(f"wrote {out}")
+
+
+versioned(main, "babbler-lab", __version__)  # every subcommand, last
 
 
 if __name__ == "__main__":

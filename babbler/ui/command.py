@@ -28,6 +28,28 @@ def run_command(prog: str, fn: Callable[[], object]) -> None:
         sys.exit(0)
 
 
+def versioned(group: click.Group, prog: str, version: str) -> None:
+    """`--version` on every subcommand too (`babblerctl status --version`), as on the group."""
+
+    def show(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+        if value and not ctx.resilient_parsing:
+            click.echo(f"{prog}, version {version}")
+            ctx.exit()
+
+    for command in group.commands.values():
+        if not any("--version" in p.opts for p in command.params if isinstance(p, click.Option)):
+            command.params.append(
+                click.Option(
+                    ["--version"],
+                    is_flag=True,
+                    expose_value=False,
+                    is_eager=True,
+                    callback=show,
+                    help="Show the version and exit.",
+                )
+            )
+
+
 def render_svg(dot: str, out: Path) -> None:
     """Draw DOT into an SVG file with Graphviz's `dot`. Raises BabblerError."""
     program = shutil.which("dot")

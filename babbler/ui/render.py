@@ -40,6 +40,21 @@ def _next_hops(s: Status) -> dict[str, str]:
     return out
 
 
+def last_seen(node: Node) -> str:
+    if node.last_seen_s is None:
+        return "not reachable now"
+    return f"last seen {seconds(node.last_seen_s)} ago"
+
+
+def seconds(value: float) -> str:
+    """A duration as people read it: 0.4 s, 12 s, 5 min, 2 h."""
+    if value < 10:
+        return f"{value:.1f} s"
+    if value < 120:
+        return f"{value:.0f} s"
+    return f"{value / 60:.0f} min" if value < 7200 else f"{value / 3600:.0f} h"
+
+
 def render_nodes(s: Status) -> list[str]:
     """The other nodes, a line each (status's `nodes`)."""
     if not s.nodes:
@@ -53,17 +68,22 @@ def render_nodes(s: Status) -> list[str]:
             n.node_address,
             text(n.node_address_v4),
             text(n.hops),
-            text(n.metric) if n.reachable else "unreachable",
+            "unreachable"
+            if not n.reachable
+            else "rerouting"
+            if n.metric is None
+            else str(n.metric),
             text(n.interface),
             speed(speeds.get(n.interface)) if n.interface else "-",
             hops.get(n.node_id, "-"),
-            "-" if n.info_age_s is None else f"{n.info_age_s:.0f}s",
+            "-" if n.info_age_s is None else seconds(n.info_age_s),
+            "-" if n.last_seen_s is None else f"{seconds(n.last_seen_s)} ago",
         ]
         for n in s.nodes
     ]
     headers = [
         "NAME", "NODE ID", "ADDRESS", "IPV4", "HOPS", "METRIC", "LINK", "SPEED", "NEXT HOP",
-        "INFO AGE",
+        "INFO AGE", "LAST SEEN",
     ]  # fmt: skip
     return ["nodes", *table(rows, headers)]
 
@@ -78,6 +98,8 @@ def render_path(s: Status, what: str) -> str:
     node = next((n for n in s.nodes if n.node_id == target), None)
     if node is None:  # in someone's info, not routed from here
         raise BabblerError(f"no route to {graph.names[target]} (babblerctl nodes)")
+    if not node.reachable:
+        raise BabblerError(f"no path to {node.label} ({last_seen(node)})")
     steps = graph.path(target, first=node.interface if node.reachable else None)
     if steps is None:
         raise BabblerError(f"no path to {graph.names[target]} in what the node infos say")
@@ -100,8 +122,9 @@ def render_path(s: Status, what: str) -> str:
     return "\n".join(lines)
 
 
-def render_status(s: Status) -> str:
-    """The status as a person reads it."""
+def render_status(s: Status, routes: bool = False) -> str:
+    """The status as a person reads it: this node, its links, its neighbours by name, the
+    other nodes; babeld's routes as one line (all of them with `routes`)."""
     b = s.babeld
     keyed = "keyed" if s.keyed else "open (no mesh key)"
     lines = [
@@ -119,7 +142,8 @@ def render_status(s: Status) -> str:
     elif s.ipv4_prefix is None:
         lines.append("ipv4 off")
     if b.last_error:
-        lines.append(f"  last error: {b.last_error}")
+        when = "" if b.last_error_age_s is None else f" ({seconds(b.last_error_age_s)} ago)"
+        lines.append(f"  last error{when}: {b.last_error}")
     for pattern in s.raw.get("unmatched_globs") or []:
         lines.append(f"  --interface {pattern} matches no link")
     lines.append("")
@@ -149,32 +173,39 @@ def render_status(s: Status) -> str:
         lines.append("interfaces: none eligible")
     if s.neighbours:
         lines.append("neighbours")
+        names = {n.node_id: n.label for n in s.nodes}
         lines += table(
             [
                 [
-                    text(n.address),
+                    names.get(n.node_id or "", n.node_id or "?"),
                     text(n.interface),
+                    text(n.address),
                     text(n.reach),
                     text(n.cost),
-                    "-" if n.rtt is None else f"{n.rtt:.3f} ms",
+                    "-" if n.rtt is None else f"{n.rtt:.2f} ms",
                 ]
                 for n in s.neighbours
             ],
-            ["ADDRESS", "IF", "REACH", "COST", "RTT"],
+            ["NODE", "IF", "LINK-LOCAL", "REACH", "COST", "RTT"],
         )
     else:
         lines.append("neighbours: none")
     installed = sorted((r for r in s.routes if r.installed), key=lambda r: r.prefix or "")
-    if installed:
+    others = len(s.routes) - len(installed)
+    if routes and installed:
         lines.append("routes")
         rows = [[text(r.prefix), text(r.metric), text(r.via), text(r.interface)] for r in installed]
         lines += table(rows, ["PREFIX", "METRIC", "VIA", "IF"])
+        if others:
+            noun = "route" if others == 1 else "routes"
+            lines.append(f"  ({others} more {noun} not installed: babblerctl status --json)")
     else:
-        lines.append("routes: none installed")
-    others = len(s.routes) - len(installed)
-    if others:
-        noun = "route" if others == 1 else "routes"
-        lines.append(f"  ({others} more {noun} not installed: babblerctl status --json)")
+        reached = sum(1 for n in s.nodes if n.reachable)
+        more = " (babblerctl status --routes lists them)" if installed else ""
+        lines.append(
+            f"routes: {len(installed)} installed, {reached} of {len(s.nodes)} other nodes"
+            f" reachable{more}"
+        )
     lines += render_nodes(s)
     return "\n".join(lines)
 

@@ -16,7 +16,7 @@ from babbler.core.addressing import (
     parse_node_id,
 )
 
-node_ids = st.integers(min_value=0, max_value=(1 << 48) - 1)
+node_ids = st.integers(min_value=1, max_value=(1 << 48) - 1)  # 0 is reserved (below)
 indices = st.integers(min_value=1, max_value=65534)
 
 

@@ -113,3 +113,19 @@ def test_mesh_sources_are_the_ipv6_prefix_and_the_ipv4_one_when_given() -> None:
     assert wire.parse(ring, prefix).to == "10.77.3.4"
     with pytest.raises(wire.BadBenchRequest, match="mesh address"):
         wire.parse(ring)
+
+
+def test_the_progress_bar_redraws_ten_times_a_second_at_most(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from babbler.bench.cli import Bar
+
+    now = [0.0]
+    bar = Bar(True, clock=lambda: now[0])
+    show = bar.step("n2 throughput")
+    for i in range(100_000):  # a call per chunk over 10 s
+        now[0] = i / 10_000
+        show(i / 100_000)
+    show(1.0)
+    assert bar.redraws <= 10 * 10 + 2, bar.redraws
+    assert capsys.readouterr().err.endswith("100%")

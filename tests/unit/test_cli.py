@@ -84,7 +84,10 @@ def test_babblerctl_without_a_daemon_says_which_socket_and_fails(tmp_path: Path)
     for command in ("status", "dump", "watch", "monitor"):
         result = run("babbler.ctl.main", command, "--socket", str(path))
         assert result.returncode == 1
-        assert result.stderr.strip() == f"babblerctl: babblerd is not running (no socket at {path})"
+        assert result.stderr.strip() == (
+            f"babblerctl: babblerd is not running (no socket at {path}); "
+            "start it: sudo systemctl start babblerd, or sudo babblerd"
+        )
 
 
 def test_render_status_for_people() -> None:
@@ -122,6 +125,9 @@ def test_render_status_for_people() -> None:
     assert "address fde0:20c6:1fa7:ffff:1a2b:3c4d:5e6f:0" in text and "keyed" in text
     assert "--interface tb* matches no link" in text
     assert "neighbours: none" in text
+    assert "routes: 1 installed, 0 of 0 other nodes reachable (babblerctl status --routes" in text
+    assert "fde0::1/128" not in text  # routes are one line unless asked for
+    text = render_status(typed(status), routes=True)
     assert "fde0::1/128  96      fe80::1  eth1" in text
     assert "1 more route not installed" in text
 
@@ -228,8 +234,8 @@ def test_render_nodes_for_people() -> None:
     assert lines[0] == "nodes"
     b, c, unnamed, d = lines[2:]
     assert b.split()[3] == "10.77.98.201"  # its IPv4 node address, from its info
-    assert b.split()[5:10] == ["32", "eth1", "10G", "b", "12s"]
-    assert c.split()[5:10] == ["64", "eth1", "10G", "b", "12s"]  # through b, its neighbour
+    assert b.split()[5:11] == ["32", "eth1", "10G", "b", "12", "s"]
+    assert c.split()[5:11] == ["64", "eth1", "10G", "b", "12", "s"]  # through b, its neighbour
     assert unnamed.split()[0] == "-" and unnamed.split()[-1] == "-"  # no answer yet
     assert "unreachable" in d
     assert render_nodes(typed({"nodes": []})) == ["nodes: no other node known yet"]
@@ -245,7 +251,7 @@ def test_bench_usage_errors_name_the_problem_before_connecting(tmp_path: Path) -
         (): "give one of NODE, --all or --ring",
         ("n2", "--all"): "give one of NODE, --all or --ring",
         ("n2", "--max-size", "3X"): "Invalid value for --max-size: '3X' is not a size",
-        ("n2", "--max-size", "2G"): "Invalid value for --max-size: from 1K to 1G",
+        ("n2", "--max-size", "2G"): "Invalid value for --max-size: '2G': from 1K to 1G",
         ("n2", "--duration", "100"): "Invalid value for '--duration'",
     }
     runner = CliRunner()
@@ -254,3 +260,25 @@ def test_bench_usage_errors_name_the_problem_before_connecting(tmp_path: Path) -
         assert result.exit_code == 2 and message in result.output, (args, result.output)
     result = runner.invoke(babblerctl, ["--socket", absent, "bench", "n2"])
     assert result.exit_code == 1 and "babblerd is not running" in result.output
+
+
+def test_keygen_makes_the_directory_and_dash_prints_the_key(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from babbler.ctl.main import main as babblerctl
+
+    runner = CliRunner()
+    target = tmp_path / "etc" / "babbler" / "mesh.key"  # /etc/babbler on a fresh install
+    done = runner.invoke(babblerctl, ["keygen", str(target)])
+    assert done.exit_code == 0 and f"(made {target.parent})" in done.output, done.output
+    assert (target.stat().st_mode & 0o777, target.parent.stat().st_mode & 0o777) == (0o600, 0o755)
+    again = runner.invoke(babblerctl, ["keygen", str(target)])
+    assert again.exit_code == 1 and "exists; a key is never overwritten" in again.output
+    printed = runner.invoke(babblerctl, ["keygen", "-"])
+    assert printed.exit_code == 0 and len(printed.output.strip()) == 64, printed.output
+    assert not Path("-").exists()
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    refused = runner.invoke(babblerctl, ["keygen", str(blocked / "mesh.key")])
+    assert refused.exit_code == 1 and refused.output.startswith("babblerctl: cannot write ")
+    assert "Errno" not in refused.output, refused.output

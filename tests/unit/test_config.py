@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from babbler.core.config import DEFAULT_HELLO_INTERVAL, reloaded
+from babbler.core.config import DEFAULT_HELLO_INTERVAL, down_hold, reloaded
 from babbler.core.errors import ConfigError
 from babbler.daemon.babeld.launch import babeld_config
 from babbler.daemon.cli import load_config as build
@@ -99,6 +99,7 @@ def test_one_table_defines_every_setting_its_flag_and_its_reloadability() -> Non
         assert f"--{setting.key}" in shown, setting.key
     assert {s.key for s in SETTINGS if s.reloadable} == {
         "name",
+        "down-hold",
         "info",
         "mode",
         "linger",
@@ -166,3 +167,13 @@ def test_node_info_settings_from_flags_and_file(tmp_path: Path) -> None:
 def test_bad_node_info_settings_are_named(flags: dict[str, object], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         build(flags)
+
+
+def test_the_down_hold_follows_the_hello_interval_unless_set(tmp_path: Path) -> None:
+    assert down_hold(build({})) == 1.0  # hello 0.1: 10 hellos, and at least 1 s
+    assert down_hold(build({"hello-interval": "4"})) == 40.0  # babeld's own default
+    assert down_hold(build({"down-hold": "2.5"})) == 2.5
+    assert down_hold(build({"down-hold": "auto", "hello-interval": "0.5"})) == 5.0
+    assert down_hold(build({}, write(tmp_path, "down-hold = 0\n"))) == 0.0  # at once
+    with pytest.raises(ConfigError, match="down-hold: must be between 0 and 3600 seconds"):
+        build({"down-hold": "-1"})

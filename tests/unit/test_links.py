@@ -156,3 +156,17 @@ def test_a_node_address_of_another_id_is_removed_from_loopback() -> None:
     snapshot = {"lo": with_addresses(LOOPBACK, old)}
     result = plan(snapshot, Selector(), NODE, {})
     assert result.remove == (AddressChange("lo", 1, old),)
+
+
+def test_a_link_that_stops_saying_its_speed_keeps_its_cost() -> None:
+    from dataclasses import replace
+
+    from babbler.core.cost import link_cost
+    from babbler.core.links import keep_speeds
+
+    up = Link("eth1", 3, has_device=True, up=True, speed_mbps=10_000)
+    down = replace(up, up=False, speed_mbps=None)  # no carrier: the kernel says no speed
+    kept = keep_speeds({"eth1": down}, {"eth1": up})["eth1"]
+    assert kept.speed_mbps == 10_000 and link_cost(kept) == link_cost(up) == 32
+    other = replace(down, index=9)  # another link by that name since: nothing to keep
+    assert keep_speeds({"eth1": other}, {"eth1": up})["eth1"].speed_mbps is None

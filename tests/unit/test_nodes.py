@@ -71,7 +71,7 @@ def test_the_view_and_its_events() -> None:
     assert [(e["action"], e["node"]["name"]) for e in changed] == [("changed", "alpha")]
     before = book.view(65.0)
     book.update_routes([route(B, 32)], now=70.0)
-    lost = book.view(70.0)
+    lost = book.view(70.0 + book.hold)  # down once the hold is over
     assert [(n["name"], n["reachable"]) for n in lost] == [(None, True), ("alpha", False)]
     assert [(e["action"], e["node"]["name"]) for e in events(before, lost)] == [("down", "alpha")]
     book.update_routes([route(B, 32)], now=70.0 + FORGET)
@@ -160,6 +160,33 @@ def test_a_node_that_answered_while_starting_is_asked_again_as_it_ages() -> None
     assert young[:2] == [1.0, 2.0] and 5 <= len(young) <= 9, asked_at  # uptime / 2 apart
     gaps = [b - a for a, b in itertools.pairwise(asked_at)]
     assert gaps[len(young) :] == [REFRESH] * len(gaps[len(young) :]), asked_at
+
+
+def test_a_node_without_a_route_stays_reachable_for_the_hold_then_goes_down() -> None:
+    """A pulled ring cable: the route goes and comes back within the hold, and neither the
+    view nor the events ever say the node left. A node really cut off goes down after it."""
+    book = NodeBook(ME, hold=1.0)
+    book.update_routes([route(A), route(B)], now=0.0)
+    for node in (A, B):
+        book.asking(node, 0.0)
+        book.answered(node, {"name": str(node), "uptime_s": 100}, 0.0)
+    before = book.view(0.0)
+    book.update_routes([route(A)], now=10.0)  # B's route is gone for a moment
+    held = {n["node_id"]: n for n in book.view(10.4)}[format_node_id(B)]
+    assert held["reachable"] and held["route_lost_s"] == 0.4 and held["last_seen_s"] is None
+    assert held["metric"] is None  # no route to tell one
+    assert [e["action"] for e in events(before, book.view(10.4))] == ["changed"]
+    assert book.next_change() == 11.0  # the service wakes when the hold runs out
+    book.update_routes([route(A), route(B, metric=96)], now=10.3)  # back the other way
+    back = book.view(10.5)
+    assert all(n["reachable"] and n["route_lost_s"] is None for n in back)
+    assert "down" not in [e["action"] for e in events(before, back)]
+    book.update_routes([route(A)], now=20.0)  # cut off for good
+    cut = {n["node_id"]: n for n in book.view(32.0)}[format_node_id(B)]
+    assert not cut["reachable"] and cut["last_seen_s"] == 12.0 and cut["route_lost_s"] is None
+    assert [e["action"] for e in events(back, book.view(32.0))] == ["down"]
+    book.stopped = True  # the mesh stopped: nothing is held
+    assert not any(n["reachable"] for n in book.view(20.1) if n["node_id"] != format_node_id(A))
 
 
 def test_a_node_whose_links_changed_is_asked_again_soon() -> None:

@@ -63,3 +63,14 @@ def test_corrupt_id_file_is_replaced(tmp_path: Path) -> None:
     node = load_node_id(tmp_path, None)
     assert node.source == "generated"
     assert (tmp_path / "node-id").read_text() == f"{node.value:012x}\n"
+
+
+def test_the_all_zero_node_id_is_refused_by_flag_and_file(tmp_path: Path) -> None:
+    from babbler.core.addressing import parse_node_id
+
+    with pytest.raises(ValueError, match="subnet-router anycast address"):
+        parse_node_id("000000000000")
+    (tmp_path / "node-id").write_text("000000000000\n")
+    with pytest.raises(EnvironmentProblem, match="delete the file for a new random id"):
+        load_node_id(tmp_path, None)
+    assert (tmp_path / "node-id").read_text() == "000000000000\n"  # not replaced behind you

@@ -8,7 +8,15 @@ from typing import Any
 import pytest
 
 from babbler.core.errors import BabblerError
-from babbler.ui.render import ipv4_node_address, node_id, reachable_node
+from babbler.core.graph import Graph
+from babbler.ui.render import (
+    ipv4_node_address,
+    node_id,
+    reachable_node,
+    render_nodes,
+    render_path,
+    render_status,
+)
 from tests.unit.samples import typed
 
 
@@ -70,3 +78,33 @@ def test_bench_over_ipv4_takes_the_ipv4_node_addresses_or_says_which_is_missing(
     unknown = {**status()["nodes"][0], "node_address_v4": None}
     with pytest.raises(BabblerError, match=r"^n2's IPv4 node address is not known \(yet\)$"):
         over_ipv4(typed({**status(), "nodes": [unknown]}), "n2")
+
+
+def test_a_cut_off_node_has_no_path_and_says_when_it_was_last_seen() -> None:
+    value = status()
+    value["nodes"][1] |= {"last_seen_s": 12.4, "hops": None, "neighbours": [], "links": []}
+    # what n3 said before it was cut off: still a neighbour of n2
+    value["nodes"][0]["neighbours"] = [{"node_id": "000000000003", "interface": "a"}]
+    with pytest.raises(BabblerError, match=r"^no path to n3 \(last seen 12 s ago\)$"):
+        render_path(typed(value), "n3")
+    lines = render_nodes(typed(value))
+    n3 = next(line for line in lines if line.split()[0] == "n3")
+    assert "unreachable" in n3 and n3.endswith("12 s ago")
+    # a cut-off node's old info does not make paths through it
+    value["nodes"][1]["neighbours"] = [{"node_id": "000000000004", "interface": "b"}]
+    assert "000000000004" not in Graph.from_status(typed(value).raw).hops()
+
+
+def test_a_node_in_its_down_hold_is_shown_rerouting() -> None:
+    value = status()
+    value["nodes"][0] |= {"route_lost_s": 0.3, "metric": None}
+    n2 = next(line for line in render_nodes(typed(value)) if line.split()[0] == "n2")
+    assert "rerouting" in n2
+
+
+def test_neighbours_are_shown_as_the_nodes_they_are() -> None:
+    value = status()
+    value["neighbours"] = [{"address": "fe80::2", "interface": "v1x2", "node_id": "000000000002"}]
+    text = render_status(typed(value))
+    row = next(line for line in text.splitlines() if "fe80::2" in line)
+    assert row.split()[:3] == ["n2", "v1x2", "fe80::2"], row

@@ -78,3 +78,19 @@ def test_a_redump_flushes_only_what_it_lacks() -> None:
     assert [a.line for a in flushed] == [gone.render("flush")]
     assert table.dump_lines() == [kept.render("add")]
     assert table.end_resync() == []
+
+
+def test_babeld_s_end_is_said_as_people_say_it_without_its_chatter() -> None:
+    from babbler.core.babeld_lines import telling
+    from babbler.core.errors import BabeldExited
+
+    chatter = [
+        "ioctl(SIOCGIWNAME): Inappropriate ioctl for device",
+        "Warning: couldn't determine whether v3x2 (2) is a wireless interface.",
+    ]
+    assert str(BabeldExited(-9, telling(chatter))) == "babeld killed by SIGKILL"
+    told = telling([*chatter, "Couldn't bind to port 6696: Address in use"])
+    assert str(BabeldExited(1, told)) == (
+        "babeld exited with status 1: Couldn't bind to port 6696: Address in use"
+    )
+    assert str(BabeldExited(-99)) == "babeld killed by signal 99"

@@ -78,3 +78,39 @@ def test_costs_follow_overrides_and_unmatched_patterns_are_named() -> None:
     assert status["interfaces"][0]["cost"] == 200
     assert status["unmatched_globs"] == ["tb*"]
     assert status["keyed"] is True
+
+
+def test_watch_leaves_out_small_rtt_moves_and_follows_routes_as_status_does() -> None:
+    table, watch = MeshTable(), views.WatchFilter()
+    neighbour = (
+        "add neighbour 9 address fe80::2 if v1x2 reach ffff ureach 0000 rxcost 96 txcost 96 "
+        "rtt 0.200 rttcost 0 cost 96"
+    )
+    route = RECORDED[4]
+
+    def change(line: str) -> str:
+        return "change" + line.removeprefix("add")
+
+    def fed(line: str) -> dict[str, object] | None:
+        parsed = parse_line(line)
+        assert isinstance(parsed, TableLine)
+        applied = table.apply(parsed)
+        assert applied is not None
+        return watch.event(applied)
+
+    assert fed(neighbour) is None  # nobody watches yet
+    watch.start(table)  # a first watch client: its snapshot holds the neighbour
+    assert fed(change(neighbour).replace("0.200", "0.260")) is None
+    assert fed(change(neighbour).replace("0.200", "0.900")) is None  # < 1 ms
+    moved = fed(change(neighbour).replace("0.200", "1.300"))  # 1.1 ms on
+    assert moved is not None and moved["action"] == "change"
+    cost = fed(change(neighbour).replace("rtt 0.200", "rtt 1.300").replace(" cost 96", " cost 9"))
+    assert cost is not None  # anything but the RTT is always sent
+    assert (event := fed(route)) is not None and event["action"] == "add"
+    gone = fed(change(route).replace("metric 96", "metric 65535"))
+    assert gone is not None and gone["action"] == "flush"  # retracted: gone, as in status
+    assert fed(change(route).replace("metric 96", "metric 65535")) is None
+    back = fed(change(route))
+    assert back is not None and back["action"] == "add"
+    watch.stop()
+    assert fed("flush" + route[3:]) is None

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import structlog
 import trio
 
-from babbler.core.babeld_lines import TableLine
+from babbler.core.babeld_lines import TableLine, telling
 from babbler.core.errors import BabblerError, BabeldError, BabeldExited
 from babbler.daemon.babeld import sndbuf
 from babbler.daemon.babeld.control import (
@@ -150,7 +150,7 @@ class Session:
         code = await process.wait()
         with trio.move_on_after(OUTPUT_DRAIN):
             await process.output_done.wait()
-        self._fail(BabeldExited(code, process.output()))
+        self._fail(BabeldExited(code, telling(process.tail)))
 
     async def _drive(self, hooks: Hooks) -> None:
         """Connect, subscribe, follow. When babeld cuts the connection but stays up (a slow

@@ -129,6 +129,16 @@ def _cables(info: dict[str, Any] | None) -> list[dict[str, str]]:
 class NodeBook:
     me: int
     nodes: dict[int, Known] = field(default_factory=dict)
+    # A node without a usable route stays `reachable` this long (config.down_hold): routes
+    # come back around a pulled cable within it, and nobody should see the node go.
+    hold: float = 1.0
+    stopped: bool = False  # the mesh stopped: no route is coming back, nothing is held
+
+    def _held(self, known: Known, now: float) -> bool:
+        """Routed now, or lost less than `hold` ago: what `reachable` says."""
+        return known.route is not None or (
+            not self.stopped and known.lost_at is not None and now - known.lost_at < self.hold
+        )
 
     def update_routes(self, routes: list[dict[str, Any]], now: float) -> None:
         live = routed(routes)
@@ -183,6 +193,14 @@ class NodeBook:
         times = [at for known in self.nodes.values() if (at := self._due_at(known)) is not None]
         return min(times, default=None)
 
+    def next_change(self) -> float | None:
+        """When the view will next change by itself: an ask falls due or a hold runs out."""
+        holds = [
+            k.lost_at + self.hold for k in self.nodes.values() if k.route is None and k.lost_at
+        ]
+        due = self.next_due()
+        return min([*holds, *([] if due is None else [due])], default=None)
+
     def asking(self, node: int, now: float) -> None:
         if node in self.nodes:
             self.nodes[node].asked_at, self.nodes[node].in_flight = now, True
@@ -221,13 +239,17 @@ class NodeBook:
         for known in self.nodes.values():
             info = known.info or {}
             route = known.route or {}
+            reachable = self._held(known, now)
+            lost = None if known.lost_at is None else round(now - known.lost_at, 1)
             out.append(
                 {
                     "node_id": format_node_id(known.node_id),
                     "name": info.get("name"),
                     "node_address": str(node_address(known.node_id)),
                     "node_address_v4": info.get("node_address_v4"),
-                    "reachable": known.route is not None,
+                    "reachable": reachable,
+                    "route_lost_s": lost if reachable else None,  # in the hold: how long
+                    "last_seen_s": None if reachable else lost,
                     "metric": route.get("metric"),
                     "interface": route.get("interface"),
                     "via": route.get("via"),

@@ -41,6 +41,7 @@ class NodeService:
         hub: Hub,
         moved: Signal,
         answered: Callable[[int, dict[str, Any]], None] = lambda node, info: None,
+        hold: Callable[[], float] = lambda: 1.0,
     ) -> None:
         self._me = me  # this node's id: `moved` notifies when it changes (a collision)
         self._moved = moved
@@ -49,6 +50,7 @@ class NodeService:
         self._routes = routes  # the usable and unusable routes, as `status.routes` shows them
         self._hub = hub
         self._answered = answered  # a node's info came (the IPv4 collision check reads it)
+        self._hold = hold  # seconds without a route before a node is down (config.down_hold)
         self.book = NodeBook(me())
         self._routes_changed = trio.Event()
         # The nodes `watch` clients were last told of; None while nobody watches.
@@ -71,6 +73,7 @@ class NodeService:
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Serve and ask until cancelled (the mesh stopped): then every node is unreachable."""
+        self.book.stopped = False
         try:
             async with trio.open_nursery() as nursery:
                 if self.port:
@@ -79,6 +82,7 @@ class NodeService:
                 await self._follow()
         finally:
             self.book.update_routes([], trio.current_time())
+            self.book.stopped = True  # every node is down at once: no route is coming back
             self._publish()
 
     async def _serve(self) -> None:
@@ -89,13 +93,13 @@ class NodeService:
         async with trio.open_nursery() as asks:
             while True:
                 now = trio.current_time()
-                self.book.me = self._me()
+                self.book.me, self.book.hold = self._me(), self._hold()
                 self.book.update_routes(list(self._routes()), now)
                 for node in self.book.due(now):
                     self.book.asking(node, now)
                     asks.start_soon(self._ask, node, limiter)
                 self._publish()
-                wake = self.book.next_due()
+                wake = self.book.next_change()
                 with trio.move_on_at(math.inf if wake is None else wake):
                     await self._routes_changed.wait()
                 self._routes_changed = trio.Event()
