@@ -30,6 +30,7 @@ class NodeResult:
             "name": self.name,
             "node_id": self.node_id,
             "address": self.address,
+            "node_address": self.address,  # status's name for it (`address` stays)
             "hops": self.hops,
             "error": self.error,
         }
@@ -39,12 +40,18 @@ class NodeResult:
                 "p99": percentile(self.rtts, 99) * 1000,
                 "count": len(self.rtts),
             }
+            out["rtt"] = out["rtt_ms"]  # milliseconds, as status's `rtt` (`rtt_ms` stays)
         for key, rate in (("send", self.sent), ("receive", self.received)):
             if rate is not None:
                 out[key] = {"bytes": rate.nbytes, "seconds": rate.seconds, "gbit_s": rate.gbit_s}
         if self.sweep:
             out["sweep"] = [
-                {"bytes": size, "seconds": seconds, "gbyte_s": size / seconds / 1e9}
+                {
+                    "bytes": size,
+                    "seconds": seconds,
+                    "gbyte_s": size / seconds / 1e9,
+                    "gbit_s": size * 8 / seconds / 1e9,
+                }
                 for size, seconds in self.sweep
             ]
         return out
@@ -85,11 +92,10 @@ def one(me: str, result: NodeResult) -> list[str]:
     if result.received is not None:
         lines.append(f"  receive  {_rate(result.received)} Gbit/s  ({result.name} -> {me})")
     if result.sweep:
-        lines += ["", f"  {'SIZE':<10}  {'TIME':>12}  {'GB/s':>8}"]
+        lines += ["", f"  {'SIZE':<10}  {'TIME':>12}  {'Gbit/s':>8}"]
         for size, seconds in result.sweep:
-            lines.append(
-                f"  {size_text(size):<10}  {time_text(seconds):>12}  {size / seconds / 1e9:>8.3f}"
-            )
+            rate = size * 8 / seconds / 1e9  # the unit of send and receive above
+            lines.append(f"  {size_text(size):<10}  {time_text(seconds):>12}  {rate:>8.3f}")
     return lines
 
 
@@ -140,11 +146,11 @@ def ring(names: list[str], results: list[Rate | str], seconds: float) -> list[st
 
 
 def svg(me: str, results: list[NodeResult]) -> str:
-    """Throughput (GB/s) against message size (log scale), a line per node."""
+    """Throughput (Gbit/s) against message size (log scale), a line per node."""
     series = [(r.name, r.sweep) for r in results if r.sweep]
     width, height, left, bottom, top, right = 640, 400, 60, 50, 30, 120
     sizes = sorted({size for _, rows in series for size, _ in rows}) or [1024, 1 << 30]
-    peak = max((s / t / 1e9 for _, rows in series for s, t in rows), default=1.0)
+    peak = max((s * 8 / t / 1e9 for _, rows in series for s, t in rows), default=1.0)
     top_value = max(0.001, peak * 1.1)
     low, high = math.log2(sizes[0]), math.log2(sizes[-1]) or 1.0
 
@@ -177,11 +183,11 @@ def svg(me: str, results: list[NodeResult]) -> str:
         )
     out.append(
         f'<text x="14" y="{(height - bottom + top) / 2:.0f}" transform="rotate(-90 14 '
-        f'{(height - bottom + top) / 2:.0f})" text-anchor="middle">GB/s</text>'
+        f'{(height - bottom + top) / 2:.0f})" text-anchor="middle">Gbit/s</text>'
     )
     for n, (name, rows) in enumerate(series):
         colour = colours[n % len(colours)]
-        points = " ".join(f"{x(s):.1f},{y(s / t / 1e9):.1f}" for s, t in rows)
+        points = " ".join(f"{x(s):.1f},{y(s * 8 / t / 1e9):.1f}" for s, t in rows)
         out.append(f'<polyline fill="none" stroke="{colour}" stroke-width="2" points="{points}"/>')
         label_y = top + 16 * n + 10
         out.append(

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import socket
+import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -11,13 +14,15 @@ from typing import Any
 import click
 
 from babbler import __version__
-from babbler.client import Client, Connection
+from babbler.client import Client, Connection, NodeEvent
 from babbler.core import hostfile
 from babbler.core.cablegraph import CableGraph
 from babbler.core.errors import BabblerError
 from babbler.core.graph import Graph, to_dot
 from babbler.core.platform import DEFAULT_RUN_DIR, IS_LINUX, NODE_ADDRESS_LABEL, SOCKET_NAME
 from babbler.ui import command, render
+from babbler.ui.watchview import WatchView
+from babbler.ui.watchview import as_json as as_json_line
 
 DEFAULT_SOCKET = DEFAULT_RUN_DIR / SOCKET_NAME
 
@@ -96,8 +101,8 @@ def nodes(ctx: click.Context, socket_path: Path | None, as_json: bool) -> None:
 
     def go() -> None:
         value = _client(ctx, socket_path).status()
-        if as_json:
-            click.echo(json.dumps([n.raw for n in value.nodes], indent=2))
+        if as_json:  # status's nodes, each with its next hop's name
+            click.echo(json.dumps(render.nodes_json(value), indent=2))
         else:
             click.echo("\n".join(render.render_nodes(value)))
 
@@ -131,11 +136,21 @@ def graph(ctx: click.Context, socket_path: Path | None, svg: Path | None) -> Non
 @main.command()
 @socket_option
 @click.argument("node")
+@click.option("--json", "as_json", is_flag=True, help="the path as JSON")
 @click.pass_context
-def path(ctx: click.Context, socket_path: Path | None, node: str) -> None:
+def path(ctx: click.Context, socket_path: Path | None, node: str, as_json: bool) -> None:
     """Show the path to NODE (a name, node id or node address) hop by hop: each node, the
-    link it leaves by and its cost, from the node infos, checked against babeld's route."""
-    _run(lambda: click.echo(render.render_path(_client(ctx, socket_path).status(), node)))
+    link it leaves by and its cost, from the node infos, checked against babeld's route.
+    Exits 1 when there is none (a node cut off: when it was last seen)."""
+
+    def go() -> None:
+        value = _client(ctx, socket_path).status()
+        if as_json:
+            click.echo(json.dumps(render.path_of(value, node), indent=2))
+        else:
+            click.echo(render.render_path(value, node))
+
+    _run(go)
 
 
 @main.command()
@@ -146,6 +161,7 @@ def path(ctx: click.Context, socket_path: Path | None, node: str) -> None:
 @click.option(
     "--all", "show_all", is_flag=True, help="also each link's address and each cable's (IPv4)"
 )
+@click.option("--json", "as_json", is_flag=True, help="every address of the node, as JSON")
 @click.pass_context
 def ip(
     ctx: click.Context,
@@ -154,6 +170,7 @@ def ip(
     v4: bool,
     v6: bool,
     show_all: bool,
+    as_json: bool,
 ) -> None:
     """Print this node's address, or NODE's (a name, node id or node address): the
     machine's one stable address, reachable while any path to it exists, whichever cable is
@@ -164,6 +181,19 @@ def ip(
         value = _client(ctx, socket_path).status()
         target = render.node_id(value, node) if node is not None else value.node_id
         other = next((n for n in value.nodes if n.node_id == target), None)
+        if as_json:
+            cables = other.cables if other else value.addresses_v4
+            me = other is None
+            answer = {
+                "node_id": target,
+                "name": other.name if other else value.name,
+                "node_address": other.node_address if other else value.node_address,
+                "node_address_v4": other.node_address_v4 if other else value.node_address_v4,
+                "addresses": [vars_of(a) for a in value.addresses] if me else None,
+                "cables": [vars_of(c) for c in cables],
+            }
+            click.echo(json.dumps(answer, indent=2))
+            return
         if v6 or not v4:
             click.echo(other.node_address if other else value.node_address)
         if v4:
@@ -268,6 +298,11 @@ def hostfile_command(
 main.add_command(hostfile_command, "hostfile")
 
 
+def vars_of(value: Any) -> dict[str, Any]:
+    """A client dataclass (slots, no __dict__) as a JSON object."""
+    return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+
+
 def _host_names() -> list[str]:
     """The names this host answers to (never given to a mesh node in hosts lines)."""
     name = socket.gethostname()
@@ -285,10 +320,21 @@ def _write(text: str, output: Path | None) -> None:
 
 @main.command()
 @socket_option
+@click.option(
+    "--json", "as_json", is_flag=True, help="as JSON (the default when stdout is not a terminal)"
+)
 @click.pass_context
-def stats(ctx: click.Context, socket_path: Path | None) -> None:
-    """Show the daemon process's own tasks, open files and memory, as JSON."""
-    _run(lambda: click.echo(json.dumps(_client(ctx, socket_path).stats(), indent=2)))
+def stats(ctx: click.Context, socket_path: Path | None, as_json: bool) -> None:
+    """Show the daemon process's own tasks, open files and memory."""
+
+    def go() -> None:
+        value = _client(ctx, socket_path).stats()
+        if as_json or not sys.stdout.isatty():
+            click.echo(json.dumps(value, indent=2))
+        else:
+            click.echo("\n".join(render.render_stats(value)))
+
+    _run(go)
 
 
 @main.command()
@@ -328,13 +374,43 @@ def monitor(ctx: click.Context, socket_path: Path | None) -> None:
 
 @main.command()
 @socket_option
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="babblerd's JSON events, a line each (the default when stdout is not a terminal)",
+)
+@click.option("--nodes", "only_nodes", is_flag=True, help="only the other nodes' ups and downs")
+@click.option("--once", is_flag=True, help="end when babblerd goes, instead of waiting for it")
 @click.pass_context
-def watch(ctx: click.Context, socket_path: Path | None) -> None:
-    """Follow the node's state as JSON events.
+def watch(
+    ctx: click.Context, socket_path: Path | None, as_json: bool, only_nodes: bool, once: bool
+) -> None:
+    """Follow the node's state, live: on a terminal one line per change that matters (a
+    node up or down or reached over another link, a link up or down, a neighbour met or
+    lost, babeld failing); piped, or with --json, babblerd's JSON events (a snapshot, then
+    an event a line; docs/protocol.md). When babblerd restarts it waits and goes on, as the
+    client library does (--once: exit 1); when it is not running at all, exit 1. Keeps an
+    on-demand mesh up while it runs."""
 
-    Prints a snapshot, then one event per line. Keeps an on-demand mesh up while it runs.
-    """
-    _run(lambda: _stream(_socket(ctx, socket_path), "watch"))
+    def go() -> None:
+        client = _client(ctx, socket_path)
+        client.status()  # not running at all: say so and exit 1, as every command does
+        view = WatchView(only_nodes)
+        human = not as_json and sys.stdout.isatty()
+        for event in client.watch(reconnect=not once):
+            if not human:
+                if isinstance(event, NodeEvent) or not only_nodes:
+                    line = as_json_line(event)
+                    if line is None:
+                        click.echo(f"babblerctl: {view.lines(event)[0]}", err=True)
+                    else:
+                        click.echo(line)
+                continue
+            for line in view.lines(event):
+                click.echo(f"{time.strftime('%H:%M:%S')}  {line}")
+
+    _run(go)
 
 
 def _size(text: str) -> int:

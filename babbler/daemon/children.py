@@ -19,7 +19,7 @@ import structlog
 import trio
 
 from babbler.core.backoff import Backoff
-from babbler.core.errors import EnvironmentProblem
+from babbler.core.errors import EnvironmentProblem, exit_text
 from babbler.core.platform import IS_LINUX
 from babbler.daemon.spawn import process_name
 
@@ -137,5 +137,8 @@ async def keep_running(
                 await child.stop()
         backoff.ran(trio.current_time() - started)
         pause = backoff.delay()
-        log.warning(f"{component} exited", status=status, output=child.output(), pause=pause)
+        # SIGTERM from outside is a stop, not a failure: systemd signals the whole service
+        # group when it stops babblerd, and the child may go before babblerd cancels it.
+        said = log.info if status == -signal.SIGTERM else log.warning
+        said(f"{component} {exit_text(status)}", output=child.output(), pause=pause)
         await trio.sleep(pause)

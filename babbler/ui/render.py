@@ -88,38 +88,80 @@ def render_nodes(s: Status) -> list[str]:
     return ["nodes", *table(rows, headers)]
 
 
-def render_path(s: Status, what: str) -> str:
-    """The path to a node, hop by hop with names, links and costs, from the graph the node
-    infos give; checked against babeld's route (its first link and neighbour)."""
+def path_of(s: Status, what: str) -> dict[str, Any]:
+    """The path to a node as data (`babblerctl path --json`): from the graph the node infos
+    give, checked against babeld's route. Raises BabblerError when there is none."""
     graph = Graph.from_status(s.raw)
     target = node_id(s, what)
     if target == graph.me:
-        return f"{graph.names[target]} is this node"
+        return {"from": graph.names[target], "to": graph.names[target], "hops": 0, "steps": []}
     node = next((n for n in s.nodes if n.node_id == target), None)
     if node is None:  # in someone's info, not routed from here
         raise BabblerError(f"no route to {graph.names[target]} (babblerctl nodes)")
     if not node.reachable:
         raise BabblerError(f"no path to {node.label} ({last_seen(node)})")
-    steps = graph.path(target, first=node.interface if node.reachable else None)
+    steps = graph.path(target, first=node.interface)
     if steps is None:
         raise BabblerError(f"no path to {graph.names[target]} in what the node infos say")
+    return {
+        "from": graph.names[graph.me],
+        "to": graph.names[target],
+        "node_id": target,
+        "hops": len(steps),
+        "cost": sum(e.cost for _, e in steps),
+        "metric": node.metric,  # babeld's (null while rerouting)
+        "interface": node.interface,  # where babeld's route leaves
+        "steps": [
+            {
+                "from": graph.names[frm],
+                "interface": e.interface,
+                "cost": e.cost,
+                "to": graph.names[e.to],
+            }
+            for frm, e in steps
+        ],
+    }
+
+
+def render_path(s: Status, what: str) -> str:
+    """The path to a node, hop by hop with names, links and costs (path_of as text)."""
+    p = path_of(s, what)
+    if not p["steps"]:
+        return f"{p['to']} is this node"
+    hops = p["hops"]
+    metric = "rerouting" if p["metric"] is None else p["metric"]
     lines = [
-        f"{graph.names[graph.me]} -> {graph.names[target]}: {len(steps)} "
-        f"{'hop' if len(steps) == 1 else 'hops'}, cost {sum(e.cost for _, e in steps)}, "
-        f"babeld's metric {text(node.metric) if node.reachable else 'unreachable'}"
+        f"{p['from']} -> {p['to']}: {hops} {'hop' if hops == 1 else 'hops'}, cost {p['cost']}, "
+        f"babeld's metric {metric}"
     ]
-    for frm, edge in steps:
+    for step in p["steps"]:
         lines.append(
-            f"  {graph.names[frm]}  {text(edge.interface)} (cost {edge.cost})  "
-            f"-> {graph.names[edge.to]}"
+            f"  {step['from']}  {text(step['interface'])} (cost {step['cost']})  -> {step['to']}"
         )
-    first = steps[0][1]
-    if node.reachable and node.interface != first.interface:
+    first = p["steps"][0]["interface"]
+    if p["interface"] is not None and p["interface"] != first:
         lines.append(
-            f"  note: babeld's route leaves by {node.interface}, not {first.interface}: "
+            f"  note: babeld's route leaves by {p['interface']}, not {first}: "
             "the node infos are behind the routes (a node is asked again when its links change)"
         )
     return "\n".join(lines)
+
+
+def nodes_json(s: Status) -> list[dict[str, Any]]:
+    """`babblerctl nodes --json`: status's nodes, each with the name of its next hop."""
+    hops = _next_hops(s)
+    return [{**n.raw, "next_hop": hops.get(n.node_id)} for n in s.nodes]
+
+
+def render_stats(stats: dict[str, Any], prefix: str = "") -> list[str]:
+    """`babblerctl stats` on a terminal: a `key: value` line each, nested keys dotted."""
+    out = []
+    for key, value in stats.items():
+        if isinstance(value, dict):
+            out += render_stats(value, f"{prefix}{key}.")
+        else:
+            out.append(f"{prefix}{key}: {value}")
+    return out
 
 
 def render_status(s: Status, routes: bool = False) -> str:

@@ -5,6 +5,10 @@ and node info is right soon after nodes start one by one, as a cluster boots."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 import time
 from typing import Any
 
@@ -111,3 +115,26 @@ def test_nodes_started_one_by_one_are_seen_right_soon_after(
     far = lab.nodes[count // 2]
     done = babblerctl(lab.nodes[0], "path", far.name)
     assert done.returncode == 0 and f"{distance(1, far.index)} hop" in done.stdout, done.stderr
+
+
+def test_babblerctl_watch_outlives_a_babblerd_restart_unless_once(make_lab: LabFactory) -> None:
+    lab = make_lab(2, "line")
+    n1 = lab.nodes[0]
+    ctl = [sys.executable, "-m", "babbler.ctl.main", "--socket", str(n1.socket), "watch"]
+    piped = subprocess.Popen(ctl, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    once = subprocess.Popen([*ctl, "--once"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        until(lambda: lab.status(n1)["clients"] >= 2, what="both watching")
+        os.kill(n1.pid or 0, signal.SIGTERM)  # this node's babblerd restarts
+        lab.wait_exit(n1)
+        assert once.wait(timeout=30) == 1  # --once: ends with babblerd
+        lab.start(n1)
+        until(lambda: lab.status(n1)["clients"] >= 1, what="watch back")
+    finally:
+        piped.terminate()
+        out, err = piped.communicate(timeout=30)
+        once.kill()
+        once.communicate()
+    snapshots = [line for line in out.splitlines() if line.startswith('{"type":"snapshot"')]
+    assert len(snapshots) == 2, out[-500:]  # JSON when piped, and a new snapshot after
+    assert "lost babblerd" in err, err

@@ -69,8 +69,8 @@ def test_one_nodes_report_reads_like_the_originals_table() -> None:
     assert lines[0] == "bench n1 -> n2 (fde0:20c6:1fa7:ffff:aaaa:bbbb:cccc:0, 1 hop)"
     assert "p50 0.100 ms  p99 1.000 ms" in lines[1]
     assert "10.00 Gbit/s  (n1 -> n2)" in lines[2] and "5.00 Gbit/s  (n2 -> n1)" in lines[3]
-    assert lines[-2].split() == ["1", "KiB", "0.100", "ms", "0.010"]
-    assert lines[-1].split() == ["1", "GiB", "500.000", "ms", "2.147"]
+    assert lines[-2].split() == ["1", "KiB", "0.100", "ms", "0.082"]  # Gbit/s, as send and receive
+    assert lines[-1].split() == ["1", "GiB", "500.000", "ms", "17.180"]
 
 
 def test_every_node_in_one_table_and_failures_said() -> None:
@@ -85,6 +85,7 @@ def test_every_node_in_one_table_and_failures_said() -> None:
     as_json = sample().to_json()
     assert as_json["send"]["gbit_s"] == pytest.approx(10.0)
     assert as_json["sweep"][1]["gbyte_s"] == pytest.approx(2.147, abs=0.001)
+    assert as_json["sweep"][1]["gbit_s"] == pytest.approx(17.180, abs=0.001)
 
 
 def test_the_ring_names_the_slowest_link() -> None:

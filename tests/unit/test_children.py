@@ -56,3 +56,17 @@ def test_a_stable_run_resets_the_back_off() -> None:
     assert [Backoff(1.0, 3.0).delay() for _ in range(1)] == [1.0]
     capped = Backoff(1.0, 3.0)
     assert [capped.delay() for _ in range(4)] == [1.0, 2.0, 3.0, 3.0]
+
+
+async def test_a_child_ended_by_sigterm_from_outside_is_no_warning(tmp_path: Path) -> None:
+    """Under systemd a stop signals the whole service group: the child may go first."""
+    import structlog.testing
+
+    def start() -> subprocess.Popen[bytes]:
+        return spawn(["sh", "-c", "kill -TERM $$"])
+
+    with structlog.testing.capture_logs() as logs, trio.move_on_after(0.3):
+        await keep_running(start, "test child", Backoff(first=1.0, cap=1.0))
+    ended = [e for e in logs if e["event"].startswith("test child killed")]
+    assert ended and ended[0]["event"] == "test child killed by SIGTERM", logs
+    assert ended[0]["log_level"] == "info"

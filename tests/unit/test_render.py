@@ -108,3 +108,18 @@ def test_neighbours_are_shown_as_the_nodes_they_are() -> None:
     text = render_status(typed(value))
     row = next(line for line in text.splitlines() if "fe80::2" in line)
     assert row.split()[:3] == ["n2", "v1x2", "fe80::2"], row
+
+
+def test_path_and_nodes_as_data_and_stats_as_lines() -> None:
+    from babbler.ui.render import nodes_json, path_of, render_stats
+
+    value = status()
+    value["neighbours"] = [
+        {"address": "fe80::2", "interface": "v1x2", "node_id": "000000000002", "cost": 32}
+    ]
+    value["nodes"][0] |= {"interface": "v1x2", "via": "fe80::2", "metric": 32}
+    p = path_of(typed(value), "n2")
+    assert (p["from"], p["to"], p["hops"], p["metric"]) == ("n1", "n2", 1, 32)
+    assert p["steps"] == [{"from": "n1", "interface": "v1x2", "cost": 32, "to": "n2"}]
+    assert nodes_json(typed(value))[0]["next_hop"] == "n2"
+    assert render_stats({"tasks": 3, "memory": {"rss_mb": 40}}) == ["tasks: 3", "memory.rss_mb: 40"]

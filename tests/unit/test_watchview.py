@@ -1,0 +1,47 @@
+"""`babblerctl watch` for people: a line per change that matters, nothing for the rest."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from babbler.client.model import Change, Lost, NodeEvent, Snapshot, parse_event
+from babbler.ui.watchview import WatchView, as_json
+from tests.unit.samples import typed
+
+N3 = {"node_id": "000000000003", "name": "n3", "reachable": True, "interface": "v1x2", "hops": 2}
+
+
+def snapshot() -> Snapshot:
+    return Snapshot(typed({"name": "n1", "interfaces": [{"name": "v1x2"}], "nodes": [N3]}))
+
+
+def node(action: Any, **fields: Any) -> NodeEvent:
+    return NodeEvent(action, typed({"nodes": [{**N3, **fields}]}).nodes[0])
+
+
+def test_a_line_per_change_that_matters() -> None:
+    view = WatchView()
+    said = view.lines(snapshot())
+    assert said == ["n1: mesh running, 0 neighbours, 1 of 1 other nodes reachable"]
+    rerouted = node("changed", interface="v1x4", metric=96)
+    assert view.lines(rerouted) == ["n3 now via v1x4 (metric 96), 2 hops"]
+    assert view.lines(node("changed", interface="v1x4", metric=128)) == []  # same way
+    assert view.lines(node("down", reachable=False)) == ["n3 down"]
+    link = Change("interfaces", None, [{"name": "v1x2", "up": False}])
+    assert view.lines(link) == ["link v1x2 down"]
+    rtt = Change("neighbour", "change", {"address": "fe80::2", "interface": "v1x2", "rtt": 3.0})
+    assert view.lines(rtt) == []
+    lost = view.lines(Lost("babblerd stopped"))
+    assert lost == ["lost babblerd (babblerd stopped); trying again"]
+    assert view.lines(snapshot())[0].startswith("babblerd is back: n1:")
+
+
+def test_nodes_only_and_json_round_trip() -> None:
+    view = WatchView(only_nodes=True)
+    view.lines(snapshot())
+    assert view.lines(Change("interfaces", None, [{"name": "v1x2", "up": False}])) == []
+    event = node("up")
+    assert view.lines(event) == ["n3 up via v1x2, 2 hops"]
+    line = as_json(event)
+    assert line is not None and parse_event(line) == event
+    assert as_json(Lost("x")) is None
