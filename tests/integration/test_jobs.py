@@ -177,6 +177,9 @@ def test_hosts_lines_and_ip_of_another_node(make_lab: LabFactory, tmp_path: Path
     assert babblerctl(n1, "ip", v4["n2"], "-6").stdout.split() == [lab.status(n2)["node_address"]]
     assert babblerctl(n1, "ip", "my box #2", "-4").stdout.split() == [v4["n2"]]
     assert babblerctl(n1, "ip", "nosuch").returncode == 1
+    answer = json.loads(babblerctl(n1, "ip", ids["n2"], "--json").stdout or "{}")
+    assert answer["node_address_v4"] == v4["n2"] and answer["node_id"] == ids["n2"], answer
+    assert {c["interface"] for c in answer["cables"]} == {"v2x1", "v2x3"}
     target = tmp_path / "hosts"
     done = hostfile(n1, "--format", "hosts", "-o", str(target))
     assert done.returncode == 0 and done.stdout == "", done.stderr

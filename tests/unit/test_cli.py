@@ -282,3 +282,29 @@ def test_keygen_makes_the_directory_and_dash_prints_the_key(tmp_path: Path) -> N
     refused = runner.invoke(babblerctl, ["keygen", str(blocked / "mesh.key")])
     assert refused.exit_code == 1 and refused.output.startswith("babblerctl: cannot write ")
     assert "Errno" not in refused.output, refused.output
+
+
+def test_every_subcommand_answers_version_and_the_lab_help_names_what_it_takes() -> None:
+    from click.testing import CliRunner
+
+    from babbler import __version__
+    from babbler.ctl.main import main as babblerctl
+    from babbler.lab.cli import main as lab
+
+    runner = CliRunner()
+    for group, prog in ((babblerctl, "babblerctl"), (lab, "babbler-lab")):
+        for name in group.commands:
+            done = runner.invoke(group, [name, "--version"])
+            assert done.output.strip() == f"{prog}, version {__version__}", (name, done.output)
+    assert "BABBLER_LAB" in runner.invoke(lab, ["--help"]).output
+    assert "grid" in runner.invoke(lab, ["up", "--help"]).output
+    assert "--name NAME" in runner.invoke(lab, ["status", "--help"]).output
+
+
+def test_babeld_s_last_error_says_when() -> None:
+    from babbler.ui.render import render_status
+    from tests.unit.samples import STATUS, typed
+
+    babeld = {**STATUS["babeld"], "last_error": "babeld killed by SIGKILL", "last_error_age_s": 75}
+    status = typed({"babeld": babeld})
+    assert "last error (75 s ago): babeld killed by SIGKILL" in render_status(status)
