@@ -72,7 +72,7 @@ class Config:
     hello_interval: float = DEFAULT_HELLO_INTERVAL
     log_format: str | None = None  # None: json unless stderr is a terminal
     log_level: str = "info"
-    # babeld leaves the forwarding/redirect sysctls alone (a sandbox sets them, systemd/).
+    # babblerd changes no sysctl (a sandbox sets them, systemd/); babeld never does.
     skip_kernel_setup: bool = False
     cost: tuple[tuple[str, int], ...] = ()  # (interface glob, babeld rxcost), first match wins
     key_file: Path | None = None  # the mesh key (read by the command line, never logged)
@@ -323,8 +323,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "skip-kernel-setup",
         _bool,
-        "babeld leaves IPv6 forwarding and redirect sysctls alone; set them yourself "
-        "(the systemd unit does, outside its sandbox)",
+        "babblerd changes no sysctl (IPv6 forwarding, keeping RAs, redirects, IPv4 forwarding "
+        "on mesh links) and logs which the mesh needs; set them yourself (the systemd unit "
+        "does, outside its sandbox)",
         switch=True,
     ),
     Setting(

@@ -34,6 +34,7 @@ from babbler.core.table import Applied
 from babbler.daemon.babeld.launch import Launch, interface_options
 from babbler.daemon.early import Early
 from babbler.daemon.fanout import Hub, Limits
+from babbler.daemon.hostsetup import HostSetup
 from babbler.daemon.identity import Identity
 from babbler.daemon.ipv4 import Ipv4
 from babbler.daemon.ipv4_service import Ipv4Service
@@ -102,6 +103,7 @@ class Daemon:
         )
         self.mesh.set_watched(False)
         self.sysctls = Sysctls(config.state_dir, kernel.sysctl_root)
+        self.host_setup = HostSetup(self.sysctls)  # forwarding and RAs, babeld leaves them
         self.ipv4 = Ipv4Service(
             Ipv4.load(config.ipv4_prefix, config.state_dir, node.value),
             kernel,
@@ -359,6 +361,7 @@ class Daemon:
                         log.warning(f"cannot {verb} address", **where, error=str(error))
             self.ipv4.applied(c for c in failed if c in four.remove)
             forwarding = usable_names(new, self.selector) if self.active else set()
+            self.host_setup.apply(new, forwarding, skip=self.config.skip_kernel_setup)
             self.ipv4.forward(forwarding, skip=self.config.skip_kernel_setup)
             if todo:
                 self.links = keep_speeds(await self.kernel.read_links(), self.links)

@@ -41,6 +41,10 @@ class Sysctls:
         text = json.dumps({"boot": self._boot, "set": self.changed}, sort_keys=True)
         self.problem = write_state_file(self._state_dir, FILE, text + "\n") or self.problem
 
+    def read(self, name: str) -> str | None:
+        """What `name` holds now (None: unreadable, or a kernel babblerd leaves alone)."""
+        return None if self._root is None else _read(self._root / name)
+
     def set(self, name: str, value: str) -> bool:
         """Make `name` hold `value`, recording what it held first. False when it could not
         be read or written (the reason is in `problem`)."""
@@ -67,7 +71,8 @@ class Sysctls:
         """Put back what babblerd changed (all, or `names`) where the setting still holds
         babblerd's value; returns the names put back."""
         done = []
-        for name in list(self.changed if names is None else names):
+        order = list(reversed(self.changed)) if names is None else names  # last set, first back
+        for name in order:
             before, ours = self.changed.pop(name, (None, None))
             if self._root is None or before is None:
                 continue

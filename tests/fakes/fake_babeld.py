@@ -36,8 +36,10 @@ NEIGHBOUR = (
     "neighbour 5600000000a1 address fe80::2 if {if} reach ffff ureach 0000 "
     "rxcost 96 txcost 96 cost 96"
 )
+# The reach alternates so that every stamped line is a change `watch` sends too (it leaves
+# out moves of the RTT alone, core/views.py WatchFilter).
 STAMPED = (
-    "neighbour 5600000000a1 address fe80::2 if {if} reach ffff ureach 0000 "
+    "neighbour 5600000000a1 address fe80::2 if {if} reach {reach} ureach 0000 "
     "rxcost 96 txcost 96 rtt {rtt} rttcost 0 cost 96"
 )
 ROUTE = (
@@ -92,7 +94,8 @@ def main() -> None:
     def neighbour() -> str:
         if stamps is None:
             return NEIGHBOUR.format(**{"if": first})
-        return STAMPED.format(**{"if": first, "rtt": f"{seq / 1000:.3f}"})
+        reach = "ffff" if seq % 2 else "fffe"
+        return STAMPED.format(**{"if": first, "rtt": f"{seq / 1000:.3f}", "reach": reach})
 
     cut_at: float | None = None  # mode cut: when to cut the first monitor connection
     cut_done = False
