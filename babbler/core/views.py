@@ -180,8 +180,8 @@ def entry_event(applied: Applied) -> dict[str, Any] | None:
 
 # A neighbour's RTT is sent to `watch` again only once it moved this far from the last one
 # sent: RTT_MOVE_MS, or RTT_MOVE_SHARE of it, whichever is more (docs/protocol.md
-# "watch"). babeld re-measures it on every hello; on an idle 4-ring 222 of 254 `watch`
-# lines in 25 s were such moves, of a few hundredths of a millisecond.
+# "watch"). babeld re-measures it on every hello: on an idle 4-ring (veth) 164 of 199
+# `monitor` lines in 25 s were such moves, p99 0.38 ms, max 0.41 ms.
 RTT_MOVE_MS = 1.0
 RTT_MOVE_SHARE = 0.25
 
