@@ -29,6 +29,7 @@ from babbler.core.config import Config, down_hold, reloaded
 from babbler.core.cost import UNKNOWN_COST, link_cost
 from babbler.core.errors import ConfigError, KernelError
 from babbler.core.links import Link, Selector, diff, keep_speeds, usable_names
+from babbler.core.lonely import CAUSES, LonelyLinks
 from babbler.core.meshkey import MeshKey
 from babbler.core.table import Applied
 from babbler.daemon.babeld.launch import Launch, interface_options
@@ -52,6 +53,10 @@ log = structlog.get_logger("babbler.daemon")
 
 # What a link's addresses changing looks like in `links.diff`: mostly the daemon's own doing.
 ADDRESS_FIELDS = {"addresses", "deprecated", "addresses_v4"}
+
+
+# How often the mesh links are looked at for a missing neighbour (only while the mesh runs).
+LONELY_CHECK = 5.0
 
 
 @dataclass(frozen=True)
@@ -448,6 +453,20 @@ class Daemon:
                 continue
             return
 
+    async def _say_lonely_links(self) -> None:
+        """While the mesh runs: a link babeld uses, up, without a neighbour for a while is
+        logged once with the likely causes (core/lonely.py), and again when one comes."""
+        lonely = LonelyLinks()
+        while True:
+            await trio.sleep(LONELY_CHECK)
+            used = {n for n in self.mesh.told if (link := self.links.get(n)) and link.up}
+            met = {e.field("if") for e in self.mesh.table.entries("neighbour")}
+            quiet, found = lonely.check(trio.current_time(), used, {m for m in met if m})
+            for name in quiet:
+                log.warning(f"no neighbour on {name} for {lonely.quiet:g} s", causes=CAUSES)
+            for name in found:
+                log.info(f"neighbour on {name} at last")
+
     async def _mesh_lifecycle(self) -> None:
         """The one owner of the mesh: wait for demand, run it, linger, stop it."""
         while True:
@@ -458,6 +477,7 @@ class Daemon:
                 await nursery.start(self.nodes.run)
                 if self._bench_on():
                     nursery.start_soon(rerun_on, self.node_moved, self._bench_responder)
+                nursery.start_soon(self._say_lonely_links)
                 await self._until_released()
                 nursery.cancel_scope.cancel()
             await self._set_active(False)

@@ -59,12 +59,20 @@ def test_only_nodes_with_the_same_key_are_neighbours(make_lab: LabFactory, tmp_p
     for node in lab.nodes:
         assert not any(s in node.log.read_text() for s in secrets), node.name
 
+    # Different keys are said, once, on both sides of the cable (nothing else would say it).
+    for node, link in ((n2, "v2x3"), (n3, "v3x2")):
+        said = f"no neighbour on {link} for 30 s"
+        until(lambda: said in node.log.read_text(), what=f"{node.name}: {said}")  # noqa: B023
+        assert "its mesh key differs" in node.log.read_text()
+    assert "no neighbour on v2x1" not in n2.log.read_text()
+
     # The right key and a restart: n3 joins.
     assert n3.pid is not None
     os.kill(n3.pid, 15)
     lab.wait_exit(n3)
     lab.start(n3, right)
     until(lambda: lab.ping(n1, n3_address), timeout=WAIT, what="n3 joined with the right key")
+    until(lambda: "neighbour on v2x3 at last" in n2.log.read_text(), what="n2 says so")
 
 
 def test_bad_key_files_exit_2_with_one_line_and_touch_nothing(
