@@ -65,11 +65,13 @@ class HostSetup:
         }
         others["default"] = self._sysctls.read("net/ipv6/conf/default/accept_ra") or ""
         wanted = plan(others, mesh)
-        if skip:
-            needed = [f"{n.replace('/', '.')}={v}" for n, v in wanted if n not in self._said]
-            if needed and self._sysctls.read(FORWARDING) != "1":
-                log.warning("--skip-kernel-setup: the mesh needs", settings=needed)
-            self._said |= {n for n, _ in wanted}
+        if skip:  # nothing changed; what is missing is said once
+            missing = [(n, v) for n, v in wanted if n not in self._said]
+            missing = [(n, v) for n, v in missing if self._sysctls.read(n) != v]
+            if missing:
+                settings = [f"{n.replace('/', '.')}={v}" for n, v in missing]
+                log.warning("--skip-kernel-setup: the mesh needs", settings=settings)
+            self._said |= {n for n, _ in missing}
             return
         for name, value in wanted:
             if name in self._made and self._sysctls.read(name) == value:

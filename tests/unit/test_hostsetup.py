@@ -43,3 +43,24 @@ def test_the_host_setup_keeps_ras_before_forwarding_and_undoes_it_backwards(
     )
     setup.apply(links, set())  # the mesh stopped
     assert {n: (root / n).read_text().strip() for n in values} == values
+
+
+def test_skip_kernel_setup_changes_nothing_and_says_what_is_missing_once(
+    tmp_path: Path,
+) -> None:
+    import structlog.testing
+
+    root = tmp_path / "sys"
+    values = {FORWARDING: "1", "net/ipv6/conf/eth0/accept_ra": "1"}  # set by a unit, not RAs
+    for name, value in values.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(value + "\n")
+    setup = HostSetup(Sysctls(tmp_path, root, boot="b"))
+    links = {"eth0": Link("eth0", 2), "v1": Link("v1", 3)}
+    with structlog.testing.capture_logs() as logs:
+        setup.apply(links, {"v1"}, skip=True)
+        setup.apply(links, {"v1"}, skip=True)
+    said = [e for e in logs if e["event"] == "--skip-kernel-setup: the mesh needs"]
+    assert len(said) == 1 and "net.ipv6.conf.eth0.accept_ra=2" in said[0]["settings"]
+    assert "net.ipv6.conf.all.forwarding=1" not in said[0]["settings"]  # already so
+    assert {n: (root / n).read_text().strip() for n in values} == values  # nothing changed
