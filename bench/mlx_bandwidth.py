@@ -30,8 +30,7 @@ import linkbench
 import plot
 
 from babbler.lab import Lab, Node, netns
-from babbler.lab.jobs import babblerctl, mlx_launch
-from babbler.lab.probe import exec_in
+from babbler.lab.jobs import mlx_launch, ring_hostfile
 
 OPS = Path(__file__).with_name("mlx_ops.py")
 KIB = 1024
@@ -48,18 +47,6 @@ def sizes(largest: int) -> list[int]:
         out.append(size)
         size *= 4
     return out
-
-
-def hostfile(node: Node, hosts: int, ips: int) -> list[dict[str, Any]]:
-    """The mlx hostfile on `node`, once every node's info says its cables."""
-    for _ in range(300):
-        done = babblerctl(node, "hostfile", "--format", "mlx")
-        if done.returncode == 0:
-            file: list[dict[str, Any]] = json.loads(done.stdout)
-            if len(file) == hosts and all(len(h["ips"]) == ips for h in file):
-                return file
-        exec_in(node, "sleep", "0.2")
-    raise RuntimeError(f"no mlx hostfile of {hosts} hosts with {ips} ip(s) each")
 
 
 def run_ops(
@@ -102,7 +89,7 @@ def sweep(largest: int, seconds: float) -> dict[str, Any]:
     try:
         n1 = linkbench.started(lab)
         n2 = lab.nodes[1]
-        file = hostfile(n1, 2, 1)
+        file = ring_hostfile(n1, 2, 1)
         measured = run_ops(lab, file, sizes(largest), "oneway,roundtrip,allgather", 3)
         (ctl,) = linkbench.ctl_bench(
             lab, n1, "n2", "--duration", f"{seconds:g}", "--max-size", str(largest)
@@ -130,7 +117,7 @@ def parallel(size: int) -> dict[str, Any]:
                 if done.returncode != 0:
                     raise RuntimeError(done.stderr)
         linkbench.started(lab)
-        both = hostfile(n1, 2, 2)
+        both = ring_hostfile(n1, 2, 2)
         one = [{"ssh": h["ssh"], "ips": h["ips"][:1]} for h in both]
         out: dict[str, Any] = {"size": size, "hostfile": both}
         for name, file in (("two_cables", both), ("one_cable", one)):

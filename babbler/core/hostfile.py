@@ -78,7 +78,7 @@ def mlx(
     hosts, warnings = members(graph, chosen)
     ssh = ssh_names(graph, hosts, by_name)
     ids = [h.node_id for h in hosts]
-    width = [[len(graph.between(a, b)) if a != b else 0 for b in ids] for a in ids]
+    width = widths(graph, ids)
     try:
         found = find_ring(width)
         refusal = None if found else _no_ring(graph, ids, width)
@@ -101,6 +101,11 @@ def mlx(
         ips = [str(c.end_on(node_id).address) for c in cables]
         out.append({"ssh": ssh[node_id], "ips": ips})
     return Hostfile(out, warnings)
+
+
+def widths(graph: CableGraph, ids: list[str]) -> list[list[int]]:
+    """How many cables join each two of `ids` (0 on the diagonal), in their order."""
+    return [[len(graph.between(a, b)) if a != b else 0 for b in ids] for a in ids]
 
 
 def _no_ring(graph: CableGraph, ids: list[str], width: list[list[int]]) -> str:
@@ -136,7 +141,7 @@ def jaccl(graph: CableGraph, chosen: Sequence[str] | None, by_name: bool) -> Hos
     hosts, warnings = members(graph, chosen)
     ssh = ssh_names(graph, hosts, by_name)
     ids = [h.node_id for h in hosts]
-    width = [[len(graph.between(a, b)) if a != b else 0 for b in ids] for a in ids]
+    width = widths(graph, ids)
     if any(width[i][j] == 0 for i in range(len(ids)) for j in range(len(ids)) if i != j):
         raise BabblerError(
             "jaccl needs a cable between every two hosts; not cabled: " + _pairs(graph, ids, width)

@@ -189,8 +189,8 @@ def ip(
                 "name": other.name if other else value.name,
                 "node_address": other.node_address if other else value.node_address,
                 "node_address_v4": other.node_address_v4 if other else value.node_address_v4,
-                "addresses": [vars_of(a) for a in value.addresses] if me else None,
-                "cables": [vars_of(c) for c in cables],
+                "addresses": [dataclasses.asdict(a) for a in value.addresses] if me else None,
+                "cables": [dataclasses.asdict(c) for c in cables],
             }
             click.echo(json.dumps(answer, indent=2))
             return
@@ -296,11 +296,6 @@ def hostfile_command(
 
 
 main.add_command(hostfile_command, "hostfile")
-
-
-def vars_of(value: Any) -> dict[str, Any]:
-    """A client dataclass (slots, no __dict__) as a JSON object."""
-    return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
 
 
 def _host_names() -> list[str]:

@@ -73,9 +73,7 @@ class HostSetup:
                 log.warning("--skip-kernel-setup: the mesh needs", settings=settings)
             self._said |= {n for n, _ in missing}
             return
-        for name, value in wanted:
-            if name in self._made and self._sysctls.read(name) == value:
-                continue
+        for name, value in wanted:  # set() reads first and leaves a right value alone
             if not self._sysctls.set(name, value):
                 log.warning("cannot set", setting=name, error=self._sysctls.problem)
             elif name not in self._made:

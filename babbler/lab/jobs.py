@@ -13,8 +13,10 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from babbler.lab.node import Node
 from babbler.lab.probe import exec_in
@@ -39,6 +41,25 @@ def babblerctl(node: Node, *args: str, timeout: float = 30) -> subprocess.Comple
     """babblerctl on a node, as a user there runs it."""
     command = [sys.executable, "-m", "babbler.ctl.main", "--socket", str(node.socket), *args]
     return exec_in(node, *command, timeout=timeout)
+
+
+def ring_hostfile(node: Node, hosts: int, ips: int, timeout: float = 60.0) -> list[dict[str, Any]]:
+    """`babblerctl hostfile --format mlx` on `node`, asked again (as a user would) until it
+    has `hosts` hosts with `ips` addresses each: every node's info says its cables. Raises
+    LabError with its last answer after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        done = babblerctl(node, "hostfile", "--format", "mlx")
+        if done.returncode == 0:
+            file: list[dict[str, Any]] = json.loads(done.stdout)
+            if len(file) == hosts and all(len(h["ips"]) == ips for h in file):
+                return file
+        if time.monotonic() > deadline:
+            raise LabError(
+                f"no mlx hostfile of {hosts} hosts with {ips} ip(s) each within {timeout:g} s;"
+                f" last said: {done.stderr or done.stdout}"
+            )
+        time.sleep(0.2)
 
 
 def ssh_stand_in(directory: Path, hosts: Mapping[str, str]) -> Path:

@@ -19,6 +19,7 @@ import pytest
 from babbler.core.addressing import format_node_id
 from babbler.core.ipv4 import node_address_v4
 from babbler.lab import Lab, Node, netns, probe
+from babbler.lab.jobs import babblerctl
 from tests.integration.helpers import WAIT, LabFactory, until
 
 pytestmark = pytest.mark.integration
@@ -40,12 +41,6 @@ def rx_bytes(lab: Lab, node: Node, link: str) -> int:
     return int(lab.exec(node, "cat", f"/sys/class/net/{link}/statistics/rx_bytes").stdout)
 
 
-def babblerctl(lab: Lab, node: Node, *args: str) -> subprocess.CompletedProcess[str]:
-    return lab.exec(
-        node, sys.executable, "-m", "babbler.ctl.main", "--socket", str(node.socket), *args
-    )
-
-
 def test_a_ring_reaches_every_ipv4_node_address_from_its_own(make_lab: LabFactory) -> None:
     lab = make_lab(4, "ring")
     lab.wait_reachable(WAIT)
@@ -57,8 +52,8 @@ def test_a_ring_reaches_every_ipv4_node_address_from_its_own(make_lab: LabFactor
     assert f"src {targets[1]}" in route, route  # what n1 starts leaves from its node address
     status = lab.status(n1)
     assert status["ipv4_prefix"] == "10.77.0.0/16" and status["ipv4_problem"] is None
-    assert babblerctl(lab, n1, "ip", "-4").stdout.split() == [targets[1]]
-    assert babblerctl(lab, n1, "ip").stdout.split() == [status["node_address"]]
+    assert babblerctl(n1, "ip", "-4").stdout.split() == [targets[1]]
+    assert babblerctl(n1, "ip").stdout.split() == [status["node_address"]]
     assert [a["interface"] for a in status["addresses_v4"]] == ["v1x2", "v1x4"]
     seen = {n["node_id"]: n.get("node_address_v4") for n in lab.status(n3)["nodes"]}
     until(
@@ -74,7 +69,7 @@ def test_a_ring_reaches_every_ipv4_node_address_from_its_own(make_lab: LabFactor
         lambda: any(n.get("node_address_v4") == targets[3] for n in lab.status(n1)["nodes"]),
         what="n1 knows n3's IPv4 node address",
     )
-    benched = babblerctl(lab, n1, "bench", "-4", "n3", "--duration", "0.5", "--no-sweep", "--json")
+    benched = babblerctl(n1, "bench", "-4", "n3", "--duration", "0.5", "--no-sweep", "--json")
     assert benched.returncode == 0, benched.stderr
     measured = json.loads(benched.stdout)["nodes"][0]
     assert measured["address"] == targets[3] and measured["error"] is None, measured
@@ -146,7 +141,7 @@ def test_a_clashing_host_route_refuses_ipv4_and_ipv6_runs_on(make_lab: LabFactor
     assert "10.77.5.0/24" in (status["ipv4_problem"] or "")
     assert not any(a.startswith("10.77.") for a in ipv4_addresses(lab, n1))
     assert lab.status(n2)["ipv4_problem"] is None
-    asked = babblerctl(lab, n1, "ip", "-4")
+    asked = babblerctl(n1, "ip", "-4")
     assert asked.returncode == 1 and "IPv4 refused: route 10.77.5.0/24" in asked.stderr
     netns.run("ip", "-n", n1.netns, "route", "del", "unreachable", "10.77.5.0/24")
     until(lambda: v4(lab, n1) is not None, what="IPv4 on once the clash is gone")

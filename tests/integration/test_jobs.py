@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from babbler.lab import Lab, Node, netns
-from babbler.lab.jobs import babblerctl, mlx_launch
+from babbler.lab.jobs import babblerctl, mlx_launch, ring_hostfile
 from tests import needs
 from tests.integration.helpers import LabFactory, until
 
@@ -28,25 +28,6 @@ JOB_TIMEOUT = 180.0  # s: four ranks importing MLX on 2 cores take ~10 s; genero
 
 def hostfile(node: Node, *args: str) -> subprocess.CompletedProcess[str]:
     return babblerctl(node, "hostfile", *args)
-
-
-def wait_hostfile(node: Node, hosts: int, ips: int, *args: str) -> list[dict[str, Any]]:
-    """The mlx hostfile once every node's info says its cables (as a user would retry)."""
-    got: list[dict[str, Any]] = []
-    last = ""
-
-    def ready() -> bool:
-        nonlocal got, last
-        done = hostfile(node, "--format", "mlx", *args)
-        got = json.loads(done.stdout) if done.returncode == 0 else []
-        last = done.stderr or done.stdout
-        return len(got) == hosts and all(len(h["ips"]) == ips for h in got)
-
-    try:
-        until(ready, what=f"an mlx hostfile of {hosts} hosts with {ips} ip(s) each")
-    except AssertionError as error:
-        raise AssertionError(f"{error}; last said: {last}") from None
-    return got
 
 
 def namespaces(lab: Lab) -> dict[str, str]:
@@ -72,9 +53,9 @@ def test_an_mlx_ring_job_runs_over_the_cables_of_a_four_ring(
     needs.mlx()
     lab = make_lab(4, "ring")
     n1, n3 = lab.nodes[0], lab.nodes[2]
-    file = wait_hostfile(n1, 4, 1)
+    file = ring_hostfile(n1, 4, 1)
     # the same file on every node, each host listening on its cable to the previous one
-    assert wait_hostfile(n3, 4, 1) == file
+    assert ring_hostfile(n3, 4, 1) == file
     cables = {a["address"] for n in lab.nodes for a in lab.status(n)["addresses_v4"]}
     assert all(h["ips"][0] in cables for h in file), file
     results = run_job(lab, tmp_path / "ring", file)
@@ -117,7 +98,7 @@ def test_two_nodes_with_two_cables_run_a_job_over_both(
     n1, n2 = lab.nodes
     netns.add_link(1, n1.netns, 2, n2.netns, prefix="vb")  # a second cable: vb1x2 <-> vb2x1
     lab.start_all()
-    file = wait_hostfile(n1, 2, 2)
+    file = ring_hostfile(n1, 2, 2)
     links = ("v1x2", "vb1x2")
     before = [tx_bytes(lab, n1, link) for link in links]
     results = run_job(lab, tmp_path / "two", file, "64")  # 64 MiB from each rank
