@@ -30,6 +30,15 @@ def hostfile(node: Node, *args: str) -> subprocess.CompletedProcess[str]:
     return babblerctl(node, "hostfile", *args)
 
 
+def wait_for_all(node: Node, count: int) -> None:
+    """Until `node` knows the info of all `count` nodes (a torch hostfile is written as soon
+    as two are known, so its exit code alone is not enough)."""
+    until(
+        lambda: f"WORLD_SIZE={count}" in hostfile(node, "--format", "torch").stdout,
+        what=f"the info of all {count} nodes",
+    )
+
+
 def namespaces(lab: Lab) -> dict[str, str]:
     """ssh name (IPv4 node address) -> namespace, for the ssh stand-in."""
     return {str(lab.status(n)["node_address_v4"]): n.netns for n in lab.nodes}
@@ -112,7 +121,7 @@ def test_two_nodes_with_two_cables_run_a_job_over_both(
 def test_hostfile_refusals_are_one_line_and_exit_1(make_lab: LabFactory) -> None:
     lab = make_lab(3, "line")  # n1 - n2 - n3: no ring
     n1 = lab.nodes[0]
-    until(lambda: hostfile(n1, "--format", "torch").returncode == 0, what="every node's info")
+    wait_for_all(n1, 3)
     no_ring = hostfile(n1, "--format", "mlx")
     assert no_ring.returncode == 1 and no_ring.stdout == ""
     (line,) = no_ring.stderr.strip().splitlines()  # one line, nodes in node-id order
@@ -150,7 +159,7 @@ def test_hosts_lines_and_ip_of_another_node(make_lab: LabFactory, tmp_path: Path
     lab.start(n1)
     lab.start(n2, ["--name", "my box #2"])  # a space and a comment sign
     lab.start(n3, ["--name", "localhost"])  # a name every host already has
-    until(lambda: hostfile(n1, "--format", "torch").returncode == 0, what="every node's info")
+    wait_for_all(n1, 3)
     ids = {n.name: lab.status(n)["node_id"] for n in lab.nodes}
     v4 = {n.name: lab.status(n)["node_address_v4"] for n in lab.nodes}
     assert babblerctl(n1, "ip", "localhost", "-4").stdout.split() == [v4["n3"]]  # its name
