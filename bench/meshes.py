@@ -163,10 +163,11 @@ def routes_ready(mesh: Mesh, nodes: list[Node]) -> bool:
     family = "-4" if any("." in str(a) for a in targets.values()) else "-6"
 
     def complete(node: Node) -> bool:
+        # every table: babblerd's babeld uses its own (core/fence.py), babeld alone `main`
+        command = ["ip", "-n", node.netns, family, "route", "show", "table", "all"]
         shown = subprocess.run(
-            ["ip", "-n", node.netns, family, "route", "show", "proto", "babel"],
-            capture_output=True, text=True, check=False,
-        ).stdout  # fmt: skip
+            [*command, "proto", "babel"], capture_output=True, text=True, check=False
+        ).stdout
         routed = {line.split()[0] for line in shown.splitlines() if " via " in line}
         return {a for i, a in targets.items() if i != node.index} <= routed
 

@@ -1,15 +1,20 @@
-"""The IPv6 kernel setup a mesh node needs, done by babblerd so that it harms nothing else
-on the host (babeld runs with `skip-kernel-setup true`; DESIGN.md "babeld", kernel setup).
+"""The kernel setup a mesh node needs, done by babblerd so that it harms nothing else on the
+host (babeld runs with `skip-kernel-setup true`; DESIGN.md "babeld", kernel setup).
 
 babeld's own setup turns IPv6 forwarding on for the whole host, and Linux then drops every
 default route learned from router advertisements and ignores the RAs that follow (measured
-with radvd: ../shared/BABELD.md). So, in this order:
+with radvd: ../shared/BABELD.md); it also turns on `ip_forward`. So on Linux, in this order:
 1. every other link that accepts RAs (`accept_ra` 1), and `default` for links that appear
    later, accepts them also while forwarding (`accept_ra` 2);
-2. mesh links take no RAs and no redirects;
+2. mesh links take no RAs and no redirects; while IPv4 runs they forward IPv4, with a loose
+   reverse-path filter (a ring routes asymmetrically): per link, never `ip_forward`/`all`;
 3. IPv6 forwarding on (Linux forwards IPv6 for all links or none).
-IPv4 forwarding is per mesh link (ipv4_service.py), never `ip_forward`. Every change is
-recorded and put back, in reverse order, when the mesh stops (sysctls.py).
+On macOS (sysctl(8) names, global only): no redirects sent, then IPv6 forwarding, and IPv4
+forwarding while IPv4 runs (docs/security.md says what macOS cannot promise).
+
+Every change is recorded and put back, in reverse order: a setting the plan no longer wants
+(a link that left the mesh, IPv4 refused) at once, everything when the mesh stops
+(sysctls.py). What keeps the mesh's routes from other links is the fence (core/fence.py).
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from collections.abc import Iterable
 import structlog
 
 from babbler.core.links import Links
-from babbler.core.platform import IS_LINUX
+from babbler.core.platform import IS_DARWIN
 from babbler.daemon.sysctls import Sysctls
 
 log = structlog.get_logger()
@@ -31,18 +36,39 @@ MESH_LINK = (
     ("net/ipv4/conf/{}/accept_redirects", "0"),
     ("net/ipv4/conf/{}/send_redirects", "0"),
 )
+IPV4_LINK = (("net/ipv4/conf/{}/forwarding", "1"), ("net/ipv4/conf/{}/rp_filter", "2"))
+DARWIN = (
+    ("net.inet6.ip6.redirect", "0"),
+    ("net.inet.ip.redirect", "0"),
+    ("net.inet6.ip6.forwarding", "1"),
+)
+DARWIN_IPV4 = ("net.inet.ip.forwarding", "1")
 
 
-def plan(accept_ra: dict[str, str], mesh: Iterable[str]) -> list[tuple[str, str]]:
-    """The settings to make, in order (pure): `accept_ra` holds the current value of each
-    other link's (and `default`'s) `accept_ra`; `mesh` the mesh links in use."""
+def plan(
+    accept_ra: dict[str, str], mesh: Iterable[str], ipv4: bool = False
+) -> list[tuple[str, str]]:
+    """Linux's settings to make, in order (pure): `accept_ra` holds the current value of
+    each other link's (and `default`'s) `accept_ra`; `mesh` the mesh links in use; `ipv4`
+    whether IPv4 runs on the mesh."""
     out = [
         (f"net/ipv6/conf/{name}/accept_ra", "2")
         for name, value in sorted(accept_ra.items())
         if value == "1"
     ]
-    out += [(key.format(name), value) for name in sorted(mesh) for key, value in MESH_LINK]
+    per_link = MESH_LINK + (IPV4_LINK if ipv4 else ())
+    out += [(key.format(name), value) for name in sorted(mesh) for key, value in per_link]
     return [*out, (FORWARDING, "1")]
+
+
+def plan_darwin(ipv4: bool) -> list[tuple[str, str]]:
+    """macOS's settings to make, in order (pure)."""
+    return [*DARWIN, *([DARWIN_IPV4] if ipv4 else [])]
+
+
+def shown(name: str, value: str) -> str:
+    """A setting as sysctl(8) takes it: `net.ipv6.conf.all.forwarding=1`."""
+    return f"{name.replace('/', '.')}={value}"
 
 
 class HostSetup:
@@ -51,31 +77,37 @@ class HostSetup:
         self._made: list[str] = []  # what this setup set, in order
         self._said: set[str] = set()
 
-    def apply(self, links: Links, mesh: set[str], skip: bool = False) -> None:
-        """Make the setup for the mesh links in use (none: put everything back)."""
-        if not IS_LINUX:
-            return
-        if not mesh:
-            self.restore()
-            return
+    def _wanted(self, links: Links, mesh: set[str], ipv4: bool) -> list[tuple[str, str]]:
+        if IS_DARWIN:
+            return plan_darwin(ipv4)
         others = {
             name: self._sysctls.read(f"net/ipv6/conf/{name}/accept_ra") or ""
             for name, link in links.items()
             if name not in mesh and not link.is_loopback
         }
         others["default"] = self._sysctls.read("net/ipv6/conf/default/accept_ra") or ""
-        wanted = plan(others, mesh)
+        return plan(others, mesh, ipv4)
+
+    def apply(self, links: Links, mesh: set[str], skip: bool = False, ipv4: bool = False) -> None:
+        """Make the setup for the mesh links in use (none: put everything back)."""
+        wanted = self._wanted(links, mesh, ipv4) if mesh else []
+        names = {name for name, _ in wanted}
+        gone = [name for name in reversed(self._made) if name not in names]
+        if gone:  # put back first: a link that left the mesh is read again as another link
+            self._sysctls.restore(gone)
+            self._made = [name for name in self._made if name in names]
+            wanted = self._wanted(links, mesh, ipv4) if mesh else []
         if skip:  # nothing changed; what is missing is said once
             missing = [(n, v) for n, v in wanted if n not in self._said]
             missing = [(n, v) for n, v in missing if self._sysctls.read(n) != v]
             if missing:
-                settings = [f"{n.replace('/', '.')}={v}" for n, v in missing]
+                settings = [shown(n, v) for n, v in missing]
                 log.warning("--skip-kernel-setup: the mesh needs", settings=settings)
             self._said |= {n for n, _ in missing}
             return
         for name, value in wanted:  # set() reads first and leaves a right value alone
             if not self._sysctls.set(name, value):
-                log.warning("cannot set", setting=name, error=self._sysctls.problem)
+                log.warning("cannot set", setting=shown(name, value), error=self._sysctls.problem)
             elif name not in self._made:
                 self._made.append(name)
 

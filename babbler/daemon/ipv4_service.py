@@ -1,8 +1,8 @@
 """IPv4 on the mesh as the daemon runs it (DESIGN.md "IPv4"): each reconcile brings the
 node /32 and the cable /31s to plan (only recorded addresses are removed), the host's
-routes are checked for a clash every CLASH_RECHECK seconds and at each reconcile, mesh
-links forward IPv4 with a loose reverse-path filter (Linux, restored on stop), and another
-node holding our node address moves the one of us with the larger node id.
+routes are checked for a clash every CLASH_RECHECK seconds and at each reconcile, and
+another node holding our node address moves the one of us with the larger node id. (IPv4
+forwarding on mesh links is part of the kernel setup: hostsetup.py.)
 
 What it decides that babeld must know (the filters: IPv4 on, off after a clash, a moved
 node address) ends the running babeld through `restart`: its filters are fixed at start.
@@ -22,20 +22,15 @@ from babbler.core.addressing import format_node_id
 from babbler.core.addrplan import AddressPlan, plan_v4
 from babbler.core.errors import KernelError
 from babbler.core.links import AddressChange, Links, Selector
-from babbler.core.platform import IS_LINUX
 from babbler.core.table import MeshTable, interface_view, neighbour_view
 from babbler.daemon.ipv4 import Cabled, Ipv4
 from babbler.daemon.links.kernel import Kernel
-from babbler.daemon.sysctls import Sysctls
 
 log = structlog.get_logger("babbler.ipv4")
 
 # How often the host's IPv4 routes are checked for a clash with the prefix when nothing else
 # changes: routes come and go without a link or address event (a VPN, a static route).
 CLASH_RECHECK = 5.0
-# On mesh links: forward IPv4 (per link, never ip_forward/all) and let packets in whose way
-# back is another link (a ring routes asymmetrically): loose reverse-path filtering.
-LINK_SYSCTLS = (("forwarding", "1"), ("rp_filter", "2"))
 # A cable address stays this long after babeld lost the neighbour at its far end (while its
 # link is usable): removing an IPv4 address makes the kernel delete, silently, every route
 # whose next hop it reached (babeld's routes via the far end's cable address among them),
@@ -62,17 +57,13 @@ def cable_ends_of(table: MeshTable) -> tuple[dict[str, IPv6Address], list[tuple[
 
 
 class Ipv4Service:
-    def __init__(
-        self, state: Ipv4, kernel: Kernel, sysctls: Sysctls, restart: Callable[[str], None]
-    ) -> None:
+    def __init__(self, state: Ipv4, kernel: Kernel, restart: Callable[[str], None]) -> None:
         self.state = state
         self._kernel = kernel
-        self._sysctls = sysctls
         self._restart = restart
         self.cables: list[Cabled] = []
         self._seen: dict[Cabled, float] = {}  # every cable held: when babeld last had it
         self._current: set[Cabled] = set()  # those babeld has now
-        self._forwarding: set[str] = set()
         self._wanted: set[tuple[str, IPv4Interface]] = set()
 
     # -- what status and node info show --------------------------------------------------------
@@ -133,31 +124,6 @@ class Ipv4Service:
             problem = self.state.record(entries)
             if problem:
                 log.warning("cannot record IPv4 addresses", error=problem)
-
-    def forward(self, usable: set[str], skip: bool = False) -> None:
-        """IPv4 forwarding and a loose reverse-path filter on the mesh links in use (Linux);
-        links that left are put back. `skip` (--skip-kernel-setup): changed by nobody, and
-        said once, for whoever sets them."""
-        if not IS_LINUX:
-            return
-        wanted = usable if self.state.on else set()
-        if skip:
-            new = sorted(wanted - self._forwarding)
-            if new:
-                needed = [f"net.ipv4.conf.{n}.{k}={v}" for n in new for k, v in LINK_SYSCTLS]
-                log.warning("--skip-kernel-setup: IPv4 across this node needs", settings=needed)
-            self._forwarding = wanted
-            return
-        for name in sorted(wanted - self._forwarding):
-            for key, value in LINK_SYSCTLS:
-                if not self._sysctls.set(f"net/ipv4/conf/{name}/{key}", value):
-                    log.warning(
-                        "cannot set", setting=key, interface=name, error=self._sysctls.problem
-                    )
-        gone = self._forwarding - wanted
-        if gone:
-            self._sysctls.restore([f"net/ipv4/conf/{n}/{k}" for n in gone for k, _ in LINK_SYSCTLS])
-        self._forwarding = wanted
 
     # -- clashes and collisions ----------------------------------------------------------------
 

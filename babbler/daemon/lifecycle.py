@@ -22,8 +22,8 @@ import trio
 
 from babbler import __version__
 from babbler.bench import supervise
-from babbler.core import views
-from babbler.core.addressing import node_address
+from babbler.core import fence, views
+from babbler.core.addressing import MESH_PREFIX, node_address
 from babbler.core.addrplan import AddressPlan, IndexBook, plan, wanted_addresses
 from babbler.core.config import Config, down_hold, reloaded
 from babbler.core.cost import UNKNOWN_COST, link_cost
@@ -31,11 +31,13 @@ from babbler.core.errors import ConfigError, KernelError
 from babbler.core.links import Link, Selector, diff, keep_speeds, usable_names
 from babbler.core.lonely import CAUSES, LonelyLinks
 from babbler.core.meshkey import MeshKey
+from babbler.core.platform import IS_LINUX
 from babbler.core.table import Applied
 from babbler.daemon.babeld.launch import Launch, interface_options
 from babbler.daemon.early import Early
 from babbler.daemon.fanout import Hub, Limits
-from babbler.daemon.hostsetup import HostSetup
+from babbler.daemon.fence_rules import FenceRules
+from babbler.daemon.hostsetup import FORWARDING, HostSetup
 from babbler.daemon.identity import Identity
 from babbler.daemon.ipv4 import Ipv4
 from babbler.daemon.ipv4_service import Ipv4Service
@@ -107,12 +109,12 @@ class Daemon:
             tunables.mesh,
         )
         self.mesh.set_watched(False)
-        self.sysctls = Sysctls(config.state_dir, kernel.sysctl_root)
+        self.sysctls = Sysctls(config.state_dir, kernel.settings)
         self.host_setup = HostSetup(self.sysctls)  # forwarding and RAs, babeld leaves them
+        self.fence = FenceRules(kernel)  # the mesh's routes for the host and the mesh only
         self.ipv4 = Ipv4Service(
             Ipv4.load(config.ipv4_prefix, config.state_dir, node.value),
             kernel,
-            self.sysctls,
             restart=self._ipv4_changed,
         )
         self.cables_changed = Signal()  # babeld's links or neighbours came or went
@@ -366,14 +368,25 @@ class Daemon:
                         log.warning(f"cannot {verb} address", **where, error=str(error))
             self.ipv4.applied(c for c in failed if c in four.remove)
             forwarding = usable_names(new, self.selector) if self.active else set()
-            self.host_setup.apply(new, forwarding, skip=self.config.skip_kernel_setup)
-            self.ipv4.forward(forwarding, skip=self.config.skip_kernel_setup)
+            rules = self._fence_rules(forwarding)
+            await self.fence.add(rules)  # new rules before forwarding starts, old ones
+            skip, ipv4 = self.config.skip_kernel_setup, self.ipv4.state.on
+            self.host_setup.apply(new, forwarding, skip=skip, ipv4=ipv4)
+            await self.fence.apply(rules)  # removed after it stopped
             if todo:
                 self.links = keep_speeds(await self.kernel.read_links(), self.links)
             if change or todo:
                 self.links_changed.notify()
                 self._publish_node()
             self._warn_unmatched()
+
+    def _fence_rules(self, mesh: set[str]) -> frozenset[fence.Rule]:
+        """The policy-routing rules while the mesh runs (Linux): core/fence.py."""
+        if not IS_LINUX or not self.active:
+            return frozenset()
+        before, _ = self.sysctls.changed.get(FORWARDING, (self.sysctls.read(FORWARDING), ""))
+        v4 = self.ipv4.state
+        return fence.plan(mesh, MESH_PREFIX, v4.prefix if v4.on else None, before == "0")
 
     def _warn_unmatched(self) -> None:
         """Say once, when it becomes true, that an --interface pattern matches no link."""

@@ -1,22 +1,25 @@
-"""Kernel settings babblerd changes (Linux /proc/sys), each recorded with the value it had
-before and put back: on stop, and by the next start after a crash in the same boot, where
-the setting still holds what babblerd set (a value someone changed since is theirs).
+"""Kernel settings babblerd changes, each recorded with the value it had before and put
+back: on stop, and by the next start after a crash in the same boot, where the setting
+still holds what babblerd set (a value someone changed since is theirs).
 
 The record is `<state-dir>/sysctls`, JSON: {"boot": <boot id>, "set": {name: [before,
-ours]}}, written before each change. Names are paths under /proc/sys
-(`net/ipv4/conf/v1x2/forwarding`); a setting whose link went away is forgotten.
+ours]}}, written before each change. Names are the platform's own: on Linux paths under
+/proc/sys (`net/ipv4/conf/v1x2/forwarding`; a setting whose link went away is forgotten),
+on macOS sysctl(8) names (`net.inet6.ip6.forwarding`).
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Protocol
 
 from babbler.daemon.nodeid import write_state_file
 
 FILE = "sysctls"
 PROC_SYS = Path("/proc/sys")
-BOOT_ID = PROC_SYS / "kernel" / "random" / "boot_id"
 
 
 def _read(path: Path) -> str | None:
@@ -26,14 +29,72 @@ def _read(path: Path) -> str | None:
         return None
 
 
+class Settings(Protocol):
+    """Where the kernel's settings are read and written."""
+
+    boot_name: str  # the setting that names this boot
+
+    def read(self, name: str) -> str | None:
+        """The value (None: unreadable or absent)."""
+
+    def write(self, name: str, value: str) -> None:
+        """Raises OSError."""
+
+
+class ProcSys:
+    """Linux: files under /proc/sys (the network namespace's own net/ settings)."""
+
+    boot_name = "kernel/random/boot_id"
+
+    def __init__(self, root: Path = PROC_SYS) -> None:
+        self.root = root
+
+    def read(self, name: str) -> str | None:
+        return _read(self.root / name)
+
+    def write(self, name: str, value: str) -> None:
+        (self.root / name).write_text(value)
+
+
+Run = Callable[[Sequence[str]], subprocess.CompletedProcess[str]]
+
+
+def _run(args: Sequence[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(list(args), capture_output=True, text=True, timeout=10, check=False)
+
+
+class SysctlCommand:
+    """macOS: sysctl(8). `run` is replaced by the tests."""
+
+    boot_name = "kern.bootsessionuuid"
+
+    def __init__(self, run: Run = _run) -> None:
+        self._run = run
+
+    def read(self, name: str) -> str | None:
+        try:
+            done = self._run(["sysctl", "-n", name])
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return done.stdout.strip() if done.returncode == 0 and done.stdout.strip() else None
+
+    def write(self, name: str, value: str) -> None:
+        try:
+            done = self._run(["sysctl", "-w", f"{name}={value}"])
+        except subprocess.SubprocessError as error:
+            raise OSError(str(error)) from None
+        if done.returncode != 0:
+            raise OSError(done.stderr.strip() or f"sysctl -w {name}={value} failed")
+
+
 class Sysctls:
-    def __init__(
-        self, state_dir: Path, root: Path | None = PROC_SYS, boot: str | None = None
-    ) -> None:
-        """`root` None: a kernel whose settings babblerd leaves alone (`set` does nothing)."""
+    def __init__(self, state_dir: Path, settings: Settings | None, boot: str | None = None) -> None:
+        """`settings` None: a kernel whose settings babblerd leaves alone (`set` does
+        nothing)."""
         self._state_dir = state_dir
-        self._root = root
-        self._boot = boot if boot is not None else (_read(BOOT_ID) or "")
+        self._settings = settings
+        found = settings.read(settings.boot_name) if settings is not None else None
+        self._boot = boot if boot is not None else (found or "")
         self.changed: dict[str, tuple[str, str]] = {}  # name -> (before, ours)
         self.problem: str | None = None  # the last change or record that failed
 
@@ -43,27 +104,26 @@ class Sysctls:
 
     def read(self, name: str) -> str | None:
         """What `name` holds now (None: unreadable, or a kernel babblerd leaves alone)."""
-        return None if self._root is None else _read(self._root / name)
+        return None if self._settings is None else self._settings.read(name)
 
     def set(self, name: str, value: str) -> bool:
         """Make `name` hold `value`, recording what it held first. False when it could not
         be read or written (the reason is in `problem`)."""
-        if self._root is None:
+        if self._settings is None:
             return True
-        path = self._root / name
-        now = _read(path)
+        now = self._settings.read(name)
         if now is None:
-            self.problem = f"{path}: cannot read"
+            self.problem = f"{name}: cannot read"
             return False
         if now == value:
             return True
-        if name not in self.changed:
-            self.changed[name] = (now, value)
-            self._save()
+        before = self.changed[name][0] if name in self.changed else now
+        self.changed[name] = (before, value)  # ours is what it holds now: restore checks it
+        self._save()
         try:
-            path.write_text(value)
+            self._settings.write(name, value)
         except OSError as error:
-            self.problem = f"{path}: {error.strerror or error}"
+            self.problem = f"{name}: {error.strerror or error}"
             return False
         return True
 
@@ -74,22 +134,21 @@ class Sysctls:
         order = list(reversed(self.changed)) if names is None else names  # last set, first back
         for name in order:
             before, ours = self.changed.pop(name, (None, None))
-            if self._root is None or before is None:
+            if self._settings is None or before is None:
                 continue
-            path = self._root / name
-            if _read(path) != ours:
+            if self._settings.read(name) != ours:
                 continue  # gone with its link, or changed by someone since: theirs
             try:
-                path.write_text(before)
+                self._settings.write(name, before)
                 done.append(name)
             except OSError as error:
-                self.problem = f"{path}: {error.strerror or error}"
+                self.problem = f"{name}: {error.strerror or error}"
         self._save()
         return done
 
     def restore_leftovers(self) -> list[str]:
         """After a crash: what the last babblerd of this boot changed and did not restore."""
-        if self._root is None:
+        if self._settings is None:
             return []
         try:
             kept = json.loads((self._state_dir / FILE).read_text())

@@ -4,21 +4,23 @@ from __future__ import annotations
 
 from dataclasses import replace
 from ipaddress import IPv4Address, IPv4Interface
-from pathlib import Path
 
+from babbler.core.fence import Rule
 from babbler.core.ipv4 import HostRoute
 from babbler.core.links import AddressChange, Link
+from babbler.daemon.sysctls import Settings
 from babbler.daemon.wakeup import Signal
 
 
 class FakeKernel:
-    sysctl_root: Path | None = None  # never the host's /proc/sys: a test may give a folder
+    settings: Settings | None = None  # never the host's /proc/sys: a test may give ProcSys(dir)
 
     def __init__(self, *links: Link) -> None:
         self.links = {link.name: link for link in links}
         self.changed = Signal()
         self.route_flushes = 0
         self.routes_v4: list[HostRoute] = []  # the host's own IPv4 routes, as a test sets them
+        self.rules: set[Rule] = set()
 
     def set_link(self, link: Link) -> None:
         self.links[link.name] = link
@@ -69,3 +71,12 @@ class FakeKernel:
     async def flush_babel_routes(self) -> int:
         self.route_flushes += 1
         return 0
+
+    async def read_rules(self) -> set[Rule]:
+        return set(self.rules)
+
+    async def add_rule(self, rule: Rule) -> None:
+        self.rules.add(rule)
+
+    async def remove_rule(self, rule: Rule) -> None:
+        self.rules.discard(rule)

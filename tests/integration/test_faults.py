@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from babbler.core.addressing import node_range
+from babbler.core.fence import TABLE
 from babbler.lab import Lab, Node
 from babbler.lab.processes import alive as _alive
 from tests.integration.helpers import WAIT, LabFactory, mesh_addresses, until
@@ -25,7 +26,7 @@ pytestmark = pytest.mark.integration
 
 
 def babel_routes(lab: Lab, node: Node) -> list[str]:
-    out = lab.exec(node, "ip", "-6", "route", "show", "proto", "babel").stdout
+    out = lab.exec(node, "ip", "-6", "route", "show", "table", str(TABLE), "proto", "babel").stdout
     return [line.split()[0] for line in out.splitlines() if line.strip()]
 
 

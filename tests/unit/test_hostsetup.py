@@ -3,11 +3,16 @@ links without RAs or redirects, everything put back backwards."""
 
 from __future__ import annotations
 
+import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
+import pytest
+
 from babbler.core.links import Link
-from babbler.daemon.hostsetup import FORWARDING, HostSetup, plan
-from babbler.daemon.sysctls import Sysctls
+from babbler.daemon import hostsetup
+from babbler.daemon.hostsetup import FORWARDING, IPV4_LINK, MESH_LINK, HostSetup, plan
+from babbler.daemon.sysctls import ProcSys, SysctlCommand, Sysctls
 
 
 def test_the_host_setup_keeps_ras_before_forwarding_and_undoes_it_backwards(
@@ -32,7 +37,7 @@ def test_the_host_setup_keeps_ras_before_forwarding_and_undoes_it_backwards(
     order = [n for n, _ in plan({"eth0": "1", "wlan0": "0", "default": "1"}, {"v1"})]
     assert order[:2] == ["net/ipv6/conf/default/accept_ra", "net/ipv6/conf/eth0/accept_ra"]
     assert order[-1] == FORWARDING  # last: the RAs are kept by then
-    setup = HostSetup(Sysctls(tmp_path, root, boot="b"))
+    setup = HostSetup(Sysctls(tmp_path, ProcSys(root), boot="b"))
     links = {n: Link(n, i) for i, n in enumerate(("eth0", "wlan0", "v1"), 2)}
     setup.apply(links, {"v1"})
     now = {n: (root / n).read_text().strip() for n in values}
@@ -55,7 +60,7 @@ def test_skip_kernel_setup_changes_nothing_and_says_what_is_missing_once(
     for name, value in values.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_text(value + "\n")
-    setup = HostSetup(Sysctls(tmp_path, root, boot="b"))
+    setup = HostSetup(Sysctls(tmp_path, ProcSys(root), boot="b"))
     links = {"eth0": Link("eth0", 2), "v1": Link("v1", 3)}
     with structlog.testing.capture_logs() as logs:
         setup.apply(links, {"v1"}, skip=True)
@@ -64,3 +69,87 @@ def test_skip_kernel_setup_changes_nothing_and_says_what_is_missing_once(
     assert len(said) == 1 and "net.ipv6.conf.eth0.accept_ra=2" in said[0]["settings"]
     assert "net.ipv6.conf.all.forwarding=1" not in said[0]["settings"]  # already so
     assert {n: (root / n).read_text().strip() for n in values} == values  # nothing changed
+
+
+def fake_proc(tmp_path: Path, values: dict[str, str]) -> Path:
+    root = tmp_path / "sys"
+    for name, value in values.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(value + "\n")
+    return root
+
+
+def test_a_link_that_joins_or_leaves_the_mesh_gets_its_own_values_back(tmp_path: Path) -> None:
+    """eth1 first takes RAs (1 -> 2 as another link), then becomes a mesh link (0), then
+    leaves: each step from the plan, and at the end every value is the host's again, IPv4's
+    per-link pair included (it goes when IPv4 is refused)."""
+    values = {FORWARDING: "0", "net/ipv6/conf/default/accept_ra": "1"}
+    for link in ("v1", "eth1"):
+        for key, _ in MESH_LINK + IPV4_LINK:
+            values[key.format(link)] = "1"
+    values["net/ipv4/conf/v1/rp_filter"] = values["net/ipv4/conf/eth1/rp_filter"] = "0"
+    root = fake_proc(tmp_path, values)
+
+    def read() -> dict[str, str]:
+        return {n: (root / n).read_text().strip() for n in values}
+
+    setup = HostSetup(Sysctls(tmp_path, ProcSys(root), boot="b"))
+    links = {n: Link(n, i) for i, n in enumerate(("v1", "eth1"), 2)}
+    setup.apply(links, {"v1"}, ipv4=True)
+    assert read()["net/ipv6/conf/eth1/accept_ra"] == "2"
+    assert (
+        read()["net/ipv4/conf/v1/forwarding"] == "1" and read()["net/ipv4/conf/v1/rp_filter"] == "2"
+    )
+    setup.apply(links, {"v1", "eth1"}, ipv4=True)  # eth1 joins
+    assert read()["net/ipv6/conf/eth1/accept_ra"] == "0"
+    setup.apply(links, {"v1", "eth1"}, ipv4=False)  # IPv4 refused: its pair goes back
+    assert read()["net/ipv4/conf/v1/forwarding"] == "1" == values["net/ipv4/conf/v1/forwarding"]
+    assert read()["net/ipv4/conf/v1/rp_filter"] == "0"
+    setup.apply(links, {"v1"})  # eth1 leaves: its RAs as another link again
+    assert read()["net/ipv6/conf/eth1/accept_ra"] == "2"
+    assert read()["net/ipv4/conf/eth1/send_redirects"] == "1"
+    setup.apply(links, set())
+    assert read() == values
+
+
+class FakeSysctl:
+    """sysctl(8) as macOS answers it, on a dict."""
+
+    def __init__(self, values: dict[str, str]) -> None:
+        self.values = values
+        self.ran: list[tuple[str, ...]] = []
+
+    def __call__(self, args: Sequence[str]) -> subprocess.CompletedProcess[str]:
+        self.ran.append(tuple(args))
+        if args[1] == "-n":
+            known = args[2] in self.values
+            out = self.values.get(args[2], "")
+            return subprocess.CompletedProcess(args, 0 if known else 1, out + "\n", "")
+        name, _, value = args[2].partition("=")
+        self.values[name] = value
+        return subprocess.CompletedProcess(args, 0, f"{name}: 0 -> {value}\n", "")
+
+
+def test_macos_gets_forwarding_and_no_redirects_through_sysctl(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(hostsetup, "IS_DARWIN", True)
+    before = {
+        "kern.bootsessionuuid": "B-1",
+        "net.inet6.ip6.forwarding": "0",
+        "net.inet.ip.forwarding": "0",
+        "net.inet6.ip6.redirect": "1",
+        "net.inet.ip.redirect": "1",
+    }
+    run = FakeSysctl(dict(before))
+    sysctls = Sysctls(tmp_path, SysctlCommand(run))
+    setup = HostSetup(sysctls)
+    setup.apply({"en2": Link("en2", 5)}, {"en2"}, ipv4=True)
+    assert run.values["net.inet6.ip6.forwarding"] == "1" == run.values["net.inet.ip.forwarding"]
+    assert run.values["net.inet6.ip6.redirect"] == "0"
+    assert ("sysctl", "-w", "net.inet6.ip6.forwarding=1") in run.ran
+    assert '"boot": "B-1"' in (tmp_path / "sysctls").read_text()  # the boot, for a crash
+    setup.apply({"en2": Link("en2", 5)}, {"en2"}, ipv4=False)
+    assert run.values["net.inet.ip.forwarding"] == "0"  # IPv4 gone: the Mac routes none
+    setup.apply({}, set())
+    assert run.values == before

@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from babbler.core.config import Config
+from babbler.core.fence import TABLE
 from babbler.core.meshkey import KEY_ID, MeshKey
+from babbler.core.platform import IS_LINUX
 
 # The file given to babeld with -c (it also keeps babeld from reading /etc/babeld.conf).
 # Links here are wired, with fixed costs: babeld's route-selection hysteresis (a new route's
@@ -29,11 +31,15 @@ skip-kernel-setup true
 # babeld never touches the kernel's settings: its own setup turns on IPv4 forwarding for
 # every interface and IPv6 forwarding in a way that drops the host's RA-learned default
 # route. babblerd does what the mesh needs, and only that (daemon/hostsetup.py).
+# On Linux babeld's routes go to a table of their own, which only this host's traffic and
+# the mesh links' look up (core/fence.py): a LAN host that routes the mesh prefixes via this
+# node reaches nobody behind it.
+EXPORT_TABLE = f"export-table {TABLE}\n"
 
 
 def babeld_config() -> str:
     """babeld's settings for the -c file (the launch adds the router id and the key)."""
-    return BABELD_CONFIG
+    return BABELD_CONFIG + (EXPORT_TABLE if IS_LINUX else "")
 
 
 @dataclass(frozen=True)

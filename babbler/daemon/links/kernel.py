@@ -6,17 +6,18 @@ daemon never calls the platform any other way, so this is the whole surface that
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Protocol
 
+from babbler.core.fence import Rule
 from babbler.core.ipv4 import HostRoute
 from babbler.core.links import AddressChange, Link
+from babbler.daemon.sysctls import Settings
 
 
 class Kernel(Protocol):
-    # Where the kernel's settings are (Linux: /proc/sys); None where babblerd changes none
-    # (macOS for now, and the tests' fake kernel, which must never touch the host's).
-    sysctl_root: Path | None
+    # Where the kernel's settings are (Linux: /proc/sys, macOS: sysctl(8)); None where
+    # babblerd changes none (the tests' fake kernel, which must never touch the host's).
+    settings: Settings | None
 
     async def read_links(self) -> dict[str, Link]:
         """Re-read every link with its state and addresses (both families)."""
@@ -37,3 +38,12 @@ class Kernel(Protocol):
     async def flush_babel_routes(self) -> int:
         """Remove the kernel routes babeld installed (proto babel), both families; return
         how many."""
+
+    async def read_rules(self) -> set[Rule]:
+        """babblerd's policy-routing rules in the kernel (Linux; none elsewhere)."""
+
+    async def add_rule(self, rule: Rule) -> None:
+        """Add a rule unless it is there. Raises KernelError."""
+
+    async def remove_rule(self, rule: Rule) -> None:
+        """Remove a rule (one already gone is not an error). Raises KernelError."""

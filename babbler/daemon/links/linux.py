@@ -14,7 +14,6 @@ import socket
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from ipaddress import IPv4Address, IPv4Interface, IPv4Network, IPv6Address
-from pathlib import Path
 from typing import Any
 
 import trio
@@ -22,6 +21,7 @@ from pyroute2.netlink import (
     NLM_F_ACK,
     NLM_F_CREATE,
     NLM_F_DUMP,
+    NLM_F_EXCL,
     NLM_F_REPLACE,
     NLM_F_REQUEST,
     NLMSG_DONE,
@@ -30,13 +30,22 @@ from pyroute2.netlink import (
 from pyroute2.netlink.rtnl import (
     RTM_DELADDR,
     RTM_DELROUTE,
+    RTM_DELRULE,
     RTM_GETADDR,
     RTM_GETLINK,
     RTM_GETROUTE,
+    RTM_GETRULE,
     RTM_NEWADDR,
+    RTM_NEWRULE,
     RTMGRP_IPV4_IFADDR,
     RTMGRP_IPV6_IFADDR,
     RTMGRP_LINK,
+)
+from pyroute2.netlink.rtnl.fibmsg import (
+    FR_ACT_BLACKHOLE,
+    FR_ACT_TO_TBL,
+    FR_ACT_UNREACHABLE,
+    fibmsg,
 )
 from pyroute2.netlink.rtnl.ifaddrmsg import ifaddrmsg
 from pyroute2.netlink.rtnl.ifinfmsg import ifinfmsg
@@ -44,17 +53,26 @@ from pyroute2.netlink.rtnl.marshal import MarshalRtnl
 from pyroute2.netlink.rtnl.rtmsg import rtmsg
 
 from babbler.core.errors import KernelError
+from babbler.core.fence import LAST_PRIORITY, PRIORITY, Rule
 from babbler.core.ipv4 import HostRoute
 from babbler.core.links import AddressChange, Link
 from babbler.core.platform import NODE_ADDRESS_LABEL
 from babbler.daemon.links.events import EventSocket
 from babbler.daemon.links.sysfs import IFA_F_DADFAILED, IFA_F_TENTATIVE, IFF_UP, device_facts
+from babbler.daemon.sysctls import ProcSys, Settings
 
 IFA_F_NODAD = 0x02
 IFA_F_DEPRECATED = 0x20
 FOREVER = 0xFFFFFFFF  # an address lifetime without end
 RTN_LOCAL, RTN_BROADCAST = 2, 3
-RTPROT_BABEL = 42
+RTPROT_BABEL = 42  # babeld's routes, and the rules babblerd adds for them (core/fence.py)
+FIB_RULE_INVERT = 0x2
+ACTIONS = {
+    "lookup": FR_ACT_TO_TBL,
+    "unreachable": FR_ACT_UNREACHABLE,
+    "blackhole": FR_ACT_BLACKHOLE,
+}
+FAMILIES = {4: socket.AF_INET, 6: socket.AF_INET6}
 LOOPBACK = "lo"
 RECV_BUFFER = 1 << 20
 
@@ -80,7 +98,7 @@ def _link_from(msg: Any) -> Link:
 class LinuxKernel:
     """rtnetlink access for one network namespace (the one the process runs in)."""
 
-    sysctl_root: Path | None = Path("/proc/sys")  # the namespace's own net/ settings
+    settings: Settings | None = ProcSys()  # /proc/sys: the namespace's own net/ settings
 
     def __init__(self, events_buffer: int = RECV_BUFFER) -> None:
         # `events_buffer` is the kernel's queue for change events; tests shrink it to make
@@ -234,6 +252,35 @@ class LinuxKernel:
             out.append(HostRoute(network, f"route {network} table {table}"))
         return out
 
+    async def read_rules(self) -> set[Rule]:
+        """babblerd's policy-routing rules (protocol babel, at babblerd's priorities), both
+        families."""
+        query = fibmsg()
+        query["family"] = socket.AF_UNSPEC
+        out = set()
+        for msg in await self._request(query, RTM_GETRULE, NLM_F_REQUEST | NLM_F_DUMP):
+            rule = _rule_from(msg)
+            if rule is not None:
+                out.add(rule)
+        return out
+
+    async def add_rule(self, rule: Rule) -> None:
+        """Add a rule unless it is there (without NLM_F_EXCL the kernel adds a twin)."""
+        try:
+            await self._request(
+                _rule_msg(rule), RTM_NEWRULE, NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL
+            )
+        except KernelError as error:
+            if error.errno != errno.EEXIST:
+                raise
+
+    async def remove_rule(self, rule: Rule) -> None:
+        try:
+            await self._request(_rule_msg(rule), RTM_DELRULE, NLM_F_REQUEST | NLM_F_ACK)
+        except KernelError as error:
+            if error.errno != errno.ENOENT:
+                raise
+
     async def _delete_route(self, route: Any) -> None:
         msg = rtmsg()
         for key in ("family", "dst_len", "src_len", "proto", "type", "scope"):
@@ -247,6 +294,50 @@ class LinuxKernel:
         except KernelError as error:
             if error.errno != errno.ESRCH:
                 raise
+
+
+def _rule_msg(rule: Rule) -> Any:
+    msg = fibmsg()
+    msg["family"] = FAMILIES[rule.family]
+    msg["action"] = ACTIONS[rule.action]
+    msg["flags"] = FIB_RULE_INVERT if rule.invert else 0
+    msg["table"] = rule.table if rule.table is not None and rule.table < 256 else 0
+    attrs: list[tuple[str, Any]] = [("FRA_PRIORITY", rule.priority), ("FRA_PROTOCOL", RTPROT_BABEL)]
+    if rule.table is not None:
+        attrs.append(("FRA_TABLE", rule.table))
+    if rule.iif is not None:
+        attrs.append(("FRA_IIFNAME", rule.iif))
+    if rule.dst is not None:
+        address, length = rule.dst.split("/")
+        msg["dst_len"] = int(length)
+        attrs.append(("FRA_DST", address))
+    if rule.suppress_prefixlength is not None:
+        attrs.append(("FRA_SUPPRESS_PREFIXLEN", rule.suppress_prefixlength))
+    msg["attrs"] = attrs
+    return msg
+
+
+def _rule_from(msg: Any) -> Rule | None:
+    """A rule the kernel listed, if it is one of babblerd's."""
+    priority = msg.get_attr("FRA_PRIORITY") or 0
+    if msg.get_attr("FRA_PROTOCOL") != RTPROT_BABEL or not PRIORITY <= priority <= LAST_PRIORITY:
+        return None
+    family = 4 if msg["family"] == socket.AF_INET else 6
+    action = next((name for name, code in ACTIONS.items() if code == msg["action"]), None)
+    if action is None:
+        return None
+    dst = msg.get_attr("FRA_DST")
+    suppress = msg.get_attr("FRA_SUPPRESS_PREFIXLEN")
+    return Rule(
+        family,
+        priority,
+        action,
+        iif=msg.get_attr("FRA_IIFNAME"),
+        invert=bool(msg["flags"] & FIB_RULE_INVERT),
+        dst=f"{dst}/{msg['dst_len']}" if dst else None,
+        table=(msg.get_attr("FRA_TABLE") or msg["table"]) if action == "lookup" else None,
+        suppress_prefixlength=None if suppress in (None, 0xFFFFFFFF) else suppress,
+    )
 
 
 _ROUTE_KEYS: Iterable[str] = ("RTA_DST", "RTA_SRC", "RTA_TABLE", "RTA_PRIORITY", "RTA_OIF")

@@ -1,0 +1,92 @@
+"""The policy-routing rules that fence the mesh off from the host's other links (Linux;
+DESIGN.md "babeld", kernel setup): pure, so that the daemon only adds and removes the
+difference.
+
+babeld installs its routes into a table of their own (TABLE, `export-table`), which only
+this host's own traffic (`iif lo`) and traffic that came in on a mesh link look up. So:
+- a LAN host that routes the mesh prefixes via this node finds no mesh route here, and the
+  prefixes are unreachable for everything but the mesh and this host;
+- what comes in on a mesh link and has no mesh route is not sent on by the host's other
+  routes (its default route, the LAN): unreachable;
+- this host's own traffic to a mesh address without a route fails at once instead of
+  leaving by the default route; IPv4 cable addresses (the kernel's connected /31 routes, in
+  `main`) are looked up in `main` without its default route;
+- when IPv6 forwarding was off before babblerd (Linux forwards IPv6 for all links or none),
+  nothing that comes in on another link is forwarded anywhere (`blackhole`: dropped
+  silently, as forwarding off drops it).
+
+Rules keep the order of their priorities; the kernel's `local` table (priority 0) comes
+first, so everything addressed to this host itself is delivered as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from ipaddress import IPv4Network, IPv6Network
+
+# babeld's routes. babeld (1.12 to 1.14, kernel_netlink.c) writes the table number into the
+# 8-bit `rtm_table` alone, so it must be below 253 (6696 came out as table 40); 96 ends
+# Babel's port number, 6696, which the rules' priorities start at.
+TABLE = 96
+PRIORITY = 6696  # the first of ours; ours end at PRIORITY + 4
+LAST_PRIORITY = PRIORITY + 4
+LOOPBACK = "lo"
+
+
+@dataclass(frozen=True, order=True)
+class Rule:
+    family: int  # 4 or 6
+    priority: int
+    action: str  # "lookup", "unreachable" or "blackhole"
+    iif: str | None = None
+    invert: bool = False  # `not iif ...`
+    dst: str | None = None  # a network, "fde0:20c6:1fa7::/48"
+    table: int | None = None  # for "lookup"
+    suppress_prefixlength: int | None = None
+
+    def __str__(self) -> str:
+        """As `ip rule` prints it (logs, the doctor)."""
+        words = [f"-{self.family}", f"pref {self.priority}"]
+        words += ["not"] if self.invert else []
+        words += [f"iif {self.iif}"] if self.iif else []
+        words += [f"to {self.dst}"] if self.dst else []
+        words += [f"lookup {self.table}"] if self.action == "lookup" else [self.action]
+        if self.suppress_prefixlength is not None:
+            words.append(f"suppress_prefixlength {self.suppress_prefixlength}")
+        return " ".join(words)
+
+
+def plan(
+    mesh: Iterable[str],
+    prefix_v6: IPv6Network,
+    prefix_v4: IPv4Network | None,
+    no_forwarding_v6: bool,
+) -> frozenset[Rule]:
+    """The rules for the mesh links in use. `prefix_v4` None: IPv4 is off or refused (a
+    clash: then the host's own routes own those addresses). `no_forwarding_v6`: IPv6
+    forwarding was off before babblerd turned it on."""
+    links = sorted(mesh)
+    out: set[Rule] = set()
+    for family, prefix in ((6, prefix_v6), (4, prefix_v4)):
+        for iif in (LOOPBACK, *links):
+            out.add(Rule(family, PRIORITY, "lookup", iif=iif, table=TABLE))
+        out |= {Rule(family, PRIORITY + 1, "unreachable", iif=link) for link in links}
+        if prefix is None:
+            continue
+        if family == 4:  # cable addresses: main's connected /31s, never its default route
+            out.add(
+                Rule(
+                    4,
+                    PRIORITY + 2,
+                    "lookup",
+                    LOOPBACK,
+                    dst=str(prefix),
+                    table=254,
+                    suppress_prefixlength=0,
+                )
+            )
+        out.add(Rule(family, PRIORITY + 3, "unreachable", dst=str(prefix)))
+    if no_forwarding_v6:
+        out.add(Rule(6, LAST_PRIORITY, "blackhole", iif=LOOPBACK, invert=True))
+    return frozenset(out)
