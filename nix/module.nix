@@ -1,6 +1,7 @@
 # NixOS module: services.babblerd. The service has the same sandbox as systemd/babblerd.service
-# (tests/service/test_nix.py keeps the two in step); NixOS sets the two sysctls that babeld
-# is told to leave alone (--skip-kernel-setup), instead of the unit's ExecStartPre.
+# (tests/service/test_nix.py keeps the two in step). babblerd makes the kernel setup the mesh
+# needs itself and puts it back on stop (docs/operations.md); the mesh key file stays root's
+# and reaches the service as the systemd credential `mesh.key`.
 {
   config,
   lib,
@@ -18,7 +19,6 @@ let
     }
     // lib.optionalAttrs (cfg.interfaces != [ ]) { interface = cfg.interfaces; }
     // lib.optionalAttrs (cfg.exclude != [ ]) { exclude = cfg.exclude; }
-    // lib.optionalAttrs (cfg.keyFile != null) { key-file = cfg.keyFile; }
   );
 in
 {
@@ -58,7 +58,7 @@ in
       type = lib.types.nullOr lib.types.str;
       default = null;
       example = "/etc/babbler/mesh.key";
-      description = "Mesh key file (0600, owned by root or the service user; make one with babblerctl keygen). Only nodes with the same key are neighbours.";
+      description = "Mesh key file (root's, 0600; make one with babblerctl keygen), handed to the service as the systemd credential mesh.key. Only nodes with the same key are neighbours.";
     };
 
     helloInterval = lib.mkOption {
@@ -78,11 +78,6 @@ in
     };
     users.groups.babbler = { };
 
-    boot.kernel.sysctl = {
-      "net.ipv6.conf.all.forwarding" = lib.mkDefault 1;
-      "net.ipv6.conf.all.accept_redirects" = lib.mkDefault 0;
-    };
-
     systemd.services.babblerd = {
       description = "babbler: addresses and routes over Thunderbolt and Ethernet links";
       wantedBy = [ "multi-user.target" ];
@@ -92,7 +87,7 @@ in
       serviceConfig = {
         Type = "notify";
         NotifyAccess = "main";
-        ExecStart = "${cfg.package}/bin/babblerd --skip-kernel-setup --config ${configFile}";
+        ExecStart = "${cfg.package}/bin/babblerd --config ${configFile}";
         ExecReload = "${pkgs.coreutils}/bin/kill -HUP $MAINPID";
         Restart = "on-failure";
         RestartSec = "1s";
@@ -106,6 +101,7 @@ in
         StateDirectory = "babbler";
         StateDirectoryMode = "0700";
         UMask = "0077";
+        LoadCredential = lib.optional (cfg.keyFile != null) "mesh.key:${cfg.keyFile}";
 
         CapabilityBoundingSet = "CAP_NET_ADMIN CAP_NET_RAW";
         AmbientCapabilities = "CAP_NET_ADMIN CAP_NET_RAW";
@@ -118,14 +114,12 @@ in
         PrivateTmp = "yes";
         PrivateDevices = "yes";
         DevicePolicy = "closed";
-        ProtectKernelTunables = "yes";
         ProtectKernelModules = "yes";
         ProtectKernelLogs = "yes";
         ProtectControlGroups = "yes";
         ProtectClock = "yes";
         ProtectHostname = "yes";
         ProtectProc = "invisible";
-        ProcSubset = "pid";
         PrivateMounts = "yes";
         RestrictNamespaces = "yes";
         RestrictRealtime = "yes";
@@ -138,6 +132,7 @@ in
         SystemCallFilter = [
           "@system-service"
           "~@privileged @resources"
+          "pidfd_getfd"
         ];
         SystemCallErrorNumber = "EPERM";
       };

@@ -47,17 +47,19 @@ def where(path: Path) -> str:
     return f"key-file {path}"
 
 
-def check(read: KeyFile, euid: int) -> MeshKey:
+def check(read: KeyFile, euid: int, private_dir: bool = False) -> MeshKey:
     """The key a file holds, or ConfigError naming the file and the problem: not a regular
     file, readable by group or others, owned by neither root nor `euid`, not hex, too short
-    or too long."""
+    or too long. `private_dir`: the file is in a directory only this service can read
+    (systemd's credentials: there an ACL for the service's user shows as group bits), so
+    its mode and owner say nothing."""
     at = where(read.path)
     if not stat.S_ISREG(read.mode):
         raise ConfigError(f"{at}: not a regular file")
     mode = stat.S_IMODE(read.mode)
-    if mode & 0o077:
+    if mode & 0o077 and not private_dir:
         raise ConfigError(f"{at}: readable by group or others (mode {mode:04o}); chmod 600 it")
-    if read.uid not in (0, euid):
+    if read.uid not in (0, euid) and not private_dir:
         raise ConfigError(f"{at}: owned by uid {read.uid}, not root or this user ({euid})")
     try:
         text = read.raw.decode("ascii").strip().lower()

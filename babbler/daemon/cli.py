@@ -21,7 +21,7 @@ from babbler.daemon import argv, instance, paths
 from babbler.daemon.caps import privilege_problem
 from babbler.daemon.early import Early
 from babbler.daemon.early import start as start_early
-from babbler.daemon.keyfile import load_key
+from babbler.daemon.keyfile import mesh_key
 from babbler.daemon.nodeid import load_node_id
 
 TYPE_CHECKING = False  # typing itself costs 3 ms of the start
@@ -93,7 +93,7 @@ def start(config: Path | None, flags: dict[str, Any]) -> None:
     """Validate, set up and run the daemon; `flags` maps setting keys to raw flag values."""
     try:
         settings = load_config(flags, config)
-        key = load_key(settings.key_file) if settings.key_file else None
+        key = mesh_key(settings.key_file)
     except ConfigError as error:
         _fail(str(error), 2)
         return

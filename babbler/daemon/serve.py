@@ -73,7 +73,14 @@ async def _serve(start: Start, reload: Callable[[], Config]) -> None:
         log.error(
             "state directory unusable; node id kept in memory only", error=start.state_problem
         )
-    log.info("node id", node_id=f"{node.value:012x}", source=node.source, keyed=key is not None)
+    key_from = str(key.path) if key is not None else None
+    log.info(
+        "node id",
+        node_id=f"{node.value:012x}",
+        source=node.source,
+        keyed=key is not None,
+        key=key_from,
+    )
     if start.early is not None:
         log.info("babeld started early", detail=start.early_note, pid=start.early.popen.pid)
     else:

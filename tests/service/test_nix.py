@@ -13,9 +13,9 @@ from tests.service.test_systemd import UNIT, settings
 
 NIX = Path(__file__).resolve().parents[2] / "nix"
 FILES = ("babeld.nix", "package.nix", "module.nix", "default.nix")
-# Unit settings that the module expresses the NixOS way (paths in the store, sysctls by
-# boot.kernel.sysctl, the config file generated from options instead of /etc/babbler).
-NIXOS_OWN = {"ExecStart", "ExecStartPre", "ExecReload", "Documentation", "ConfigurationDirectory"}
+# Unit settings that the module expresses the NixOS way (paths in the store, the config file
+# generated from options instead of /etc/babbler, the key credential from `keyFile`).
+NIXOS_OWN = {"ExecStart", "ExecReload", "Documentation", "ConfigurationDirectory", "LoadCredential"}
 
 
 def parse(path: Path) -> subprocess.CompletedProcess[str]:
@@ -79,3 +79,11 @@ def test_the_nix_package_has_every_dependency_pyproject_names() -> None:
         assert re.search(rf"^\s*{re.escape(wanted)}\b", nix, re.M) or f"[ {wanted} ]" in nix, (
             f"{name} (pyproject.toml) is missing from nix/package.nix"
         )
+
+
+def test_the_modules_key_reaches_babblerd_as_the_credential_it_reads() -> None:
+    from babbler.daemon.keyfile import CREDENTIAL
+
+    text = (NIX / "module.nix").read_text()
+    assert f'"{CREDENTIAL}:${{cfg.keyFile}}"' in text and "key-file" not in text
+    assert "skip-kernel-setup" not in text and "boot.kernel.sysctl" not in text

@@ -11,6 +11,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from babbler.daemon.cli_command import main
+from babbler.daemon.keyfile import CREDENTIAL
 from tests.needs import tool
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -81,12 +82,19 @@ def test_unit_flags_are_flags_babblerd_accepts() -> None:
     help_text = CliRunner().invoke(main, ["--help"]).output
     for flag in flags:
         assert flag.startswith("--") and flag in help_text, flag
-    # Inside the sandbox /proc/sys is read-only, so babeld must not write sysctls, and the
-    # unit must set forwarding before babblerd starts (a `+` line runs outside the sandbox).
-    assert "--skip-kernel-setup" in flags
-    assert unit["ProtectKernelTunables"] == ["yes"]
-    pre = unit["ExecStartPre"][0]
-    assert pre.startswith("+") and "ipv6/conf/all/forwarding" in pre
+    # babblerd makes the kernel setup itself, inside the sandbox: nothing before it does,
+    # and nothing in the sandbox takes /proc/sys/net or /proc/net away.
+    assert "--skip-kernel-setup" not in flags and "ExecStartPre" not in unit
+    assert "ProtectKernelTunables" not in unit and "ProcSubset" not in unit
+    assert "pidfd_getfd" in unit["SystemCallFilter"]  # the control buffer widening
+
+
+def test_the_key_credential_line_is_the_one_babblerd_reads() -> None:
+    """The documented drop-in line names the credential babblerd looks for."""
+    line = next(x for x in UNIT.read_text().splitlines() if "LoadCredential=" in x)
+    name, _, source = line.lstrip("#").split("=", 1)[1].partition(":")
+    assert name == CREDENTIAL and source == "/etc/babbler/mesh.key"
+    assert line.lstrip("#") in (ROOT / "docs" / "operations.md").read_text()
 
 
 def test_sysusers_file_creates_the_units_user() -> None:

@@ -11,7 +11,7 @@ import pytest
 
 from babbler.core.errors import ConfigError
 from babbler.core.meshkey import KeyFile, check
-from babbler.daemon.keyfile import load_key
+from babbler.daemon.keyfile import load_key, mesh_key
 
 REGULAR_0600 = stat.S_IFREG | 0o600
 GOOD = b"00112233445566778899aabbccddeeff" * 2 + b"\n"  # 32 bytes
@@ -77,3 +77,26 @@ def load_key_nonblocking(path: Path) -> object:
         return load_key(path)
     finally:
         os.close(writer)
+
+
+def test_systemds_credential_is_the_key_when_no_key_file_is_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """LoadCredential=mesh.key:/etc/babbler/mesh.key: the file stays root's 0600; the copy
+    systemd gives the service may show group bits (an ACL for the service's user)."""
+    monkeypatch.delenv("CREDENTIALS_DIRECTORY", raising=False)
+    assert mesh_key(None) is None
+    monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(tmp_path))
+    assert mesh_key(None) is None  # no such credential: no key
+    passed = tmp_path / "mesh.key"
+    passed.write_bytes(GOOD)
+    passed.chmod(0o440)
+    key = mesh_key(None)
+    assert key is not None and key.value == GOOD.decode().strip()
+    with pytest.raises(ConfigError, match="readable by group"):
+        load_key(passed)  # the same file given as --key-file: checked as a file
+    own = tmp_path / "own.key"
+    own.write_bytes(b"ab" * 32 + b"\n")
+    own.chmod(0o600)
+    chosen = mesh_key(own)
+    assert chosen is not None and chosen.value == "ab" * 32  # --key-file wins

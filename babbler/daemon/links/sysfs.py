@@ -1,14 +1,18 @@
-"""Links read from sysfs and /proc on Linux, without netlink. Lean (standard library only).
+"""Links read from sysfs on Linux, without pyroute2. Lean (standard library only).
 
 The netlink backend (linux.py) takes the facts netlink does not give from here (device,
 wireless, driver, speed). The early start (early.py) reads whole links from here, so that
 babeld can be spawned before pyroute2 and trio are imported; the daemon then checks that
-choice against its netlink snapshot.
+choice against its netlink snapshot. Which links have a usable link-local address comes from
+one raw netlink dump (/proc/net is hidden under systemd's `ProcSubset=pid`), else from
+/proc/net/if_inet6.
 """
 
 from __future__ import annotations
 
 import os
+import socket
+import struct
 from contextlib import suppress
 from pathlib import Path
 
@@ -72,12 +76,73 @@ def usable_link_locals(text: str) -> set[str]:
     return names
 
 
+NLMSG_HEADER = struct.Struct("=IHHII")  # length, type, flags, sequence, port
+IFADDRMSG = struct.Struct("=BBBBI")  # family, prefix length, flags, scope, index
+RTATTR = struct.Struct("=HH")  # length, type
+RTM_NEWADDR, RTM_GETADDR, NLMSG_ERROR, NLMSG_DONE = 20, 22, 2, 3
+NLM_F_REQUEST, NLM_F_DUMP = 0x1, 0x300
+IFA_ADDRESS, IFA_FLAGS = 1, 8
+
+
+def link_local_indexes(data: bytes) -> tuple[set[int], bool]:
+    """From RTM_NEWADDR messages (an IPv6 address dump): the indexes of links with a
+    link-local address neither tentative nor failed, and whether the dump ended here."""
+    indexes: set[int] = set()
+    offset = 0
+    while offset + NLMSG_HEADER.size <= len(data):
+        length, kind, *_ = NLMSG_HEADER.unpack_from(data, offset)
+        if length < NLMSG_HEADER.size:
+            return indexes, True  # malformed: stop
+        if kind in (NLMSG_DONE, NLMSG_ERROR):
+            return indexes, True
+        body = offset + NLMSG_HEADER.size
+        if kind == RTM_NEWADDR and length >= NLMSG_HEADER.size + IFADDRMSG.size:
+            _, _, flags, _, index = IFADDRMSG.unpack_from(data, body)
+            address, at, end = b"", body + IFADDRMSG.size, offset + length
+            while at + RTATTR.size <= end:
+                size, kind_ = RTATTR.unpack_from(data, at)
+                if size < RTATTR.size:
+                    break
+                value = data[at + RTATTR.size : at + size]
+                if kind_ == IFA_ADDRESS:
+                    address = value
+                elif kind_ == IFA_FLAGS and len(value) == 4:
+                    flags = struct.unpack("=I", value)[0]
+                at += (size + 3) & ~3
+            link_local = len(address) == 16 and address[0] == 0xFE and address[1] & 0xC0 == 0x80
+            if link_local and not flags & (IFA_F_TENTATIVE | IFA_F_DADFAILED):
+                indexes.add(index)
+        offset += (length + 3) & ~3
+    return indexes, False
+
+
+def netlink_link_locals() -> set[int] | None:
+    """One IPv6 address dump over a raw netlink socket; None if netlink cannot be read."""
+    try:
+        with socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE) as sock:
+            sock.settimeout(2.0)
+            request = IFADDRMSG.pack(socket.AF_INET6, 0, 0, 0, 0)
+            header = NLMSG_HEADER.pack(
+                NLMSG_HEADER.size + len(request), RTM_GETADDR, NLM_F_REQUEST | NLM_F_DUMP, 1, 0
+            )
+            sock.send(header + request)
+            found: set[int] = set()
+            while True:
+                indexes, done = link_local_indexes(sock.recv(1 << 16))
+                found |= indexes
+                if done:
+                    return found
+    except OSError:
+        return None
+
+
 def read_links() -> dict[str, Link]:
     """The links of this network namespace (no addresses but the link-local fact)."""
-    try:
-        link_local = usable_link_locals(IF_INET6.read_text())
-    except OSError:
-        link_local = set()
+    by_index = netlink_link_locals()
+    link_local: set[str] = set()
+    if by_index is None:
+        with suppress(OSError):
+            link_local = usable_link_locals(IF_INET6.read_text())
     links = {}
     for name in os.listdir(SYSFS_NET):
         base = SYSFS_NET / name
@@ -95,7 +160,7 @@ def read_links() -> dict[str, Link]:
             driver=driver,
             master=_read_int(base / "master" / "ifindex"),
             up=bool((_read_int(base / "flags", 16) or 0) & IFF_UP),
-            link_local=name in link_local,
+            link_local=index in by_index if by_index is not None else name in link_local,
             speed_mbps=speed,
         )
     return links
