@@ -19,7 +19,13 @@ from babbler.core import hostfile
 from babbler.core.cablegraph import CableGraph
 from babbler.core.errors import BabblerError
 from babbler.core.graph import Graph, to_dot
-from babbler.core.platform import DEFAULT_RUN_DIR, IS_LINUX, NODE_ADDRESS_LABEL, SOCKET_NAME
+from babbler.core.platform import (
+    DEFAULT_RUN_DIR,
+    DEFAULT_STATE_DIR,
+    IS_LINUX,
+    NODE_ADDRESS_LABEL,
+    SOCKET_NAME,
+)
 from babbler.ui import command, render
 from babbler.ui.watchview import WatchView
 from babbler.ui.watchview import as_json as as_json_line
@@ -500,6 +506,39 @@ def bench(
             as_json=as_json,
             svg=svg,
         )
+
+    _run(go)
+
+
+@main.command()
+@socket_option
+@click.option("--json", "as_json", is_flag=True, help="the checks as a JSON list")
+@click.option(
+    "--state-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=DEFAULT_STATE_DIR,
+    show_default=True,
+    help="babblerd's state directory (what a crashed babblerd left is recorded there)",
+)
+@click.pass_context
+def doctor(ctx: click.Context, socket_path: Path | None, as_json: bool, state_dir: Path) -> None:
+    """Check this host for what keeps a mesh from working: babblerd and babeld, each
+    physical link (up, cable, link-local, used, neighbours), forwarding and router
+    advertisements, the rules that fence the mesh off, IPv4, and on Linux thunderbolt-net,
+    on macOS the Thunderbolt Bridge and the firewall. One line each: ok, warn or fail, what
+    it saw, what to do. Exits 1 when a check fails. Needs no root (with root it also
+    checks what a crashed babblerd left)."""
+    from babbler.ctl.doctor import gather
+    from babbler.ui.doctor import checks, failed, render_checks
+
+    def go() -> None:
+        found = checks(gather(_socket(ctx, socket_path), state_dir=state_dir))
+        if as_json:
+            click.echo(json.dumps([dataclasses.asdict(c) for c in found], indent=2))
+        else:
+            click.echo(render_checks(found))
+        if failed(found):
+            sys.exit(1)
 
     _run(go)
 

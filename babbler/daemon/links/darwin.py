@@ -18,22 +18,24 @@ from __future__ import annotations
 
 import errno
 import importlib
+import json
 import re
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv4Interface, IPv4Network, IPv6Address, IPv6Network
-from pathlib import Path
 from typing import Any
 
 import trio
 
 from babbler.core.addressing import MESH_PREFIX
 from babbler.core.errors import KernelError
+from babbler.core.fence import Rule
 from babbler.core.ipv4 import HostRoute
 from babbler.core.links import ARPHRD_ETHER, AddressChange, Link
 from babbler.daemon.links.events import EventSocket
+from babbler.daemon.sysctls import Settings, SysctlCommand
 
 # Hardware ports that are not cables between machines.
 WIFI_PORTS = frozenset({"Wi-Fi", "AirPort"})
@@ -175,6 +177,87 @@ def media_speeds(ifconfig_text: str) -> dict[str, int]:
     return speeds
 
 
+@dataclass(frozen=True)
+class IfconfigState:
+    """One interface in `ifconfig`'s full output, as the doctor reads it."""
+
+    up: bool
+    active: bool | None  # `status: active` (a cable with a live far end); None: no status line
+    mtu: int | None
+    link_local: bool  # an fe80:: address that is not tentative, duplicated or detached
+
+
+def ifconfig_states(ifconfig_text: str) -> dict[str, IfconfigState]:
+    """`ifconfig` (all interfaces) -> each interface's state."""
+    blocks: dict[str, list[str]] = {}
+    for line in ifconfig_text.splitlines():
+        header = IFCONFIG_HEADER.match(line)
+        if header:
+            blocks[header.group(1)] = [line]
+        elif blocks and line[:1].isspace():
+            blocks[next(reversed(blocks))].append(line)
+    return {name: _ifconfig_state(lines) for name, lines in blocks.items()}
+
+
+IFCONFIG_HEADER = re.compile(r"^(\S+): flags=\w+<([^>]*)>(?: mtu (\d+))?")
+
+
+def _ifconfig_state(lines: list[str]) -> IfconfigState:
+    header = IFCONFIG_HEADER.match(lines[0])
+    assert header is not None
+    active, link_local = None, False
+    for words in (line.split() for line in lines[1:]):
+        if words[:1] == ["status:"] and len(words) > 1:
+            active = words[1] == "active"
+        elif len(words) > 1 and words[0] == "inet6" and words[1].lower().startswith("fe80:"):
+            link_local = link_local or not {"tentative", "duplicated", "detached"} & set(words)
+    mtu = header.group(3)
+    return IfconfigState(
+        up="UP" in header.group(2).split(","),
+        active=active,
+        mtu=int(mtu) if mtu else None,
+        link_local=link_local,
+    )
+
+
+def thunderbolt_cables(profile_json: str, ports: dict[str, str]) -> dict[str, bool]:
+    """`system_profiler SPThunderboltDataType -json` with the hardware ports -> each
+    Thunderbolt port's device and whether another machine is at its far end (a connected
+    item that is a Thunderbolt domain of its own, as mlx's distributed config reads it)."""
+    try:
+        buses = json.loads(profile_json).get("SPThunderboltDataType", [])
+    except (ValueError, AttributeError):
+        return {}
+    by_port = {port: device for device, port in ports.items()}
+    out: dict[str, bool] = {}
+    for bus in buses if isinstance(buses, list) else []:
+        if not isinstance(bus, dict) or "domain_uuid_key" not in bus:
+            continue
+        receptacle = bus.get("receptacle_1_tag")
+        tag = receptacle.get("receptacle_id_key") if isinstance(receptacle, dict) else None
+        device = by_port.get(f"Thunderbolt {tag}")
+        if device is None:
+            continue
+        items = bus.get("_items", [])
+        items = items if isinstance(items, list) else []
+        out[device] = any(isinstance(i, dict) and "domain_uuid_key" in i for i in items)
+    return out
+
+
+def firewall_state(global_state: str, block_all: str = "") -> str | None:
+    """socketfilterfw's `--getglobalstate` (and `--getblockall`) -> on, off or block-all."""
+    if "block all" in block_all.lower() and "enabled" in block_all.lower():
+        return "block-all"
+    text = global_state.lower()
+    if "state = 2" in text:
+        return "block-all"  # 2: essential services only
+    if "enabled" in text or "state = 1" in text:
+        return "on"
+    if "disabled" in text or "state = 0" in text:
+        return "off"
+    return None
+
+
 def build_link(
     name: str,
     index: int,
@@ -273,7 +356,7 @@ _GONE = ("Can't assign requested address", "does not exist", "Device not configu
 class DarwinKernel:
     """The Kernel protocol (links.kernel) on macOS."""
 
-    sysctl_root: Path | None = None  # macOS's sysctl(8) names differ: not changed here yet
+    settings: Settings | None = SysctlCommand()
 
     def __init__(
         self,
@@ -346,6 +429,15 @@ class DarwinKernel:
         except KernelError as error:
             if not any(text in str(error) for text in _GONE):
                 raise
+
+    async def read_rules(self) -> set[Rule]:
+        return set()  # macOS has no policy-routing rules: pf keeps outsiders out there
+
+    async def add_rule(self, rule: Rule) -> None:
+        raise KernelError("macOS has no policy-routing rules", 0)
+
+    async def remove_rule(self, rule: Rule) -> None:
+        return None
 
     async def read_routes_v4(self) -> list[HostRoute]:
         return inet_routes(await self._system.run(["netstat", "-rn", "-f", "inet"]))

@@ -1,0 +1,210 @@
+"""The facts `babblerctl doctor` reads on this host (ui/doctor.py judges them): babblerd's
+status, the physical links, and the platform's own state. Linux: sysfs, /proc/sys and one
+netlink dump of the rules. macOS: `ifconfig`, `networksetup -listallhardwareports`, `ifconfig
+bridgeN`, `system_profiler SPThunderboltDataType -json` and the application firewall's
+`socketfilterfw`, through `run` so that tests give recorded outputs. Nothing here needs root
+but the state dir; what could not be read is None, and the check says so."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from babbler.client import Client
+from babbler.client.model import Status
+from babbler.core.errors import BabblerError
+from babbler.core.fence import LAST_PRIORITY, PRIORITY
+from babbler.core.links import Link
+from babbler.core.platform import DEFAULT_STATE_DIR, IS_DARWIN
+from babbler.daemon.links import darwin, sysfs
+from babbler.ui.doctor import Facts, LinkFacts, LinuxFacts, MacFacts
+
+Run = Callable[[Sequence[str]], str]  # a command's output; raises OSError if it cannot run
+SYS_NET = Path("/sys/class/net")
+PROC_SYS = Path("/proc/sys")
+RTPROT_BABEL = 42
+FIREWALL = "/usr/libexec/ApplicationFirewall/socketfilterfw"
+
+
+def run_command(args: Sequence[str]) -> str:
+    done = subprocess.run(list(args), capture_output=True, text=True, timeout=20, check=False)
+    if done.returncode != 0 and not done.stdout:
+        raise OSError(done.stderr.strip() or f"{args[0]} exited {done.returncode}")
+    return done.stdout + done.stderr  # babeld -V writes to stderr
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None
+
+
+def status_of(socket: Path) -> tuple[Status | None, str | None]:
+    try:
+        return Client(socket).status(), None
+    except (BabblerError, OSError) as error:
+        return None, str(error)
+
+
+def babeld_version(run: Run) -> str | None:
+    if shutil.which("babeld") is None:
+        return None
+    try:
+        return run(["babeld", "-V"]).strip().removeprefix("babeld-") or "(unknown version)"
+    except OSError:
+        return "(unknown version)"
+
+
+def leftovers(state_dir: Path) -> list[str] | None:
+    """Settings a babblerd recorded and did not put back; None when the state dir cannot be
+    read (it is root's, 0700)."""
+    try:
+        kept = json.loads((state_dir / "sysctls").read_text())
+    except FileNotFoundError:
+        return []
+    except (OSError, ValueError):
+        return None
+    if not isinstance(kept, dict) or kept.get("boot") != _read(PROC_SYS / "kernel/random/boot_id"):
+        return []
+    entries = kept.get("set")
+    return sorted(str(n).replace("/", ".") for n in entries) if isinstance(entries, dict) else []
+
+
+# -- Linux ------------------------------------------------------------------------------------
+
+
+def linux_links(links: dict[str, Link], mesh: set[str]) -> tuple[LinkFacts, ...]:
+    """The physical wired links, and any other babblerd uses (`--interface` may name them)."""
+    out = []
+    for link in sorted(links.values(), key=lambda x: x.name):
+        if link.name not in mesh and (not link.is_physical or link.wireless):
+            continue
+        carrier = _read(SYS_NET / link.name / "carrier")
+        mtu = _read(SYS_NET / link.name / "mtu")
+        out.append(
+            LinkFacts(
+                name=link.name,
+                up=link.up,
+                carrier=None if carrier is None else carrier == "1",
+                link_local=link.link_local,
+                mtu=int(mtu) if mtu and mtu.isdigit() else None,
+                speed_mbps=link.speed_mbps,
+                thunderbolt=link.is_thunderbolt,
+            )
+        )
+    return tuple(out)
+
+
+def babbler_rules() -> int | None:
+    """How many of babblerd's rules the kernel holds (both families)."""
+    try:
+        from pyroute2 import IPRoute
+
+        with IPRoute() as ip:
+            found = ip.get_rules()
+    except Exception:  # pyroute2 raises its own kinds too: the check says "could not read"
+        return None
+    return sum(
+        1
+        for rule in found
+        if rule.get_attr("FRA_PROTOCOL") == RTPROT_BABEL
+        and PRIORITY <= (rule.get_attr("FRA_PRIORITY") or 0) <= LAST_PRIORITY
+    )
+
+
+def linux_facts(links: dict[str, Link], mesh: set[str]) -> LinuxFacts:
+    names = ("net.ipv6.conf.all.forwarding", "net.ipv4.ip_forward")
+    sysctls = {n: _read(PROC_SYS / n.replace(".", "/")) for n in names}
+    others = [n for n, link in links.items() if n not in mesh and not link.is_loopback]
+    accept_ra = {
+        n: value
+        for n in [*sorted(others), "default"]
+        if (value := _read(PROC_SYS / f"net/ipv6/conf/{n}/accept_ra")) is not None
+    }
+    bus = Path("/sys/bus/thunderbolt/devices")
+    controller = bus.is_dir() and any(bus.iterdir())
+    return LinuxFacts(
+        sysctls=sysctls,
+        accept_ra=accept_ra,
+        rules=babbler_rules(),
+        thunderbolt_controller=controller,
+        thunderbolt_net=Path("/sys/module/thunderbolt_net").exists(),
+    )
+
+
+# -- macOS ------------------------------------------------------------------------------------
+
+
+def _try(run: Run, args: Sequence[str]) -> str | None:
+    try:
+        return run(args)
+    except OSError:
+        return None
+
+
+def mac_facts(run: Run) -> tuple[tuple[LinkFacts, ...], MacFacts]:
+    ports = darwin.hardware_ports(_try(run, ["networksetup", "-listallhardwareports"]) or "")
+    shown = _try(run, ["ifconfig"]) or ""
+    states = darwin.ifconfig_states(shown)
+    speeds = darwin.media_speeds(shown)
+    links = []
+    for name, state in sorted(states.items()):
+        port = ports.get(name)
+        wired = port is not None and port not in darwin.WIFI_PORTS
+        wired = wired and not any(word in (port or "") for word in darwin.UNWIRED_PORT_WORDS)
+        if not name.startswith("en") or not wired:
+            continue
+        links.append(
+            LinkFacts(
+                name=name,
+                up=state.up,
+                carrier=state.active,
+                link_local=state.link_local,
+                mtu=state.mtu,
+                speed_mbps=speeds.get(name),
+                thunderbolt=bool(port and darwin.THUNDERBOLT_PORT.match(port)),
+                port=port,
+            )
+        )
+    bridges = {
+        name: darwin.bridge_members(_try(run, ["ifconfig", name]) or "")
+        for name in states
+        if name.startswith("bridge")
+    }
+    profile = _try(run, ["system_profiler", "SPThunderboltDataType", "-json"])
+    global_state = _try(run, [FIREWALL, "--getglobalstate"])
+    block_all = _try(run, [FIREWALL, "--getblockall"]) or ""
+    thunderbolt = {d for d, port in ports.items() if darwin.THUNDERBOLT_PORT.match(port)}
+    return tuple(links), MacFacts(
+        bridges=bridges,
+        thunderbolt=thunderbolt,
+        cabled_ports=darwin.thunderbolt_cables(profile, ports) if profile is not None else None,
+        firewall=darwin.firewall_state(global_state, block_all) if global_state else None,
+    )
+
+
+def gather(socket: Path, run: Run = run_command, state_dir: Path = DEFAULT_STATE_DIR) -> Facts:
+    status, error = status_of(socket)
+    left = leftovers(state_dir) if status is None else []
+    base = Facts(
+        platform="macOS" if IS_DARWIN else "Linux",
+        root=os.geteuid() == 0,
+        socket=str(socket),
+        status=status,
+        status_error=error,
+        babeld_version=babeld_version(run) if status is None else None,
+        leftovers=left,
+        not_read=() if left is not None else ("settings left by a crashed babblerd",),
+    )
+    if IS_DARWIN:
+        links, mac = mac_facts(run)
+        return replace(base, links=links, mac=mac)
+    found = sysfs.read_links()
+    mesh = {i.name for i in status.interfaces} if status else set()
+    return replace(base, links=linux_links(found, mesh), linux=linux_facts(found, mesh))

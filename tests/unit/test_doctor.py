@@ -1,0 +1,237 @@
+"""`babblerctl doctor`: a healthy host passes, and every check has a fixture that makes it
+fail (or warn, where the fact is only a hint). macOS facts come from outputs written in the
+documented shapes (tests/unit/data/darwin/README.md)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from babbler.client.model import Status
+from babbler.ctl import doctor as gathering
+from babbler.daemon.links import darwin
+from babbler.ui.doctor import (
+    FAIL,
+    OK,
+    WARN,
+    Check,
+    Facts,
+    LinkFacts,
+    LinuxFacts,
+    checks,
+    failed,
+    render_checks,
+)
+from tests.unit.samples import typed
+
+DATA = Path(__file__).parent / "data" / "darwin"
+
+HEALTHY = typed(
+    {
+        "mesh": "running",
+        "babeld": {"pid": 7, "version": "1.12.1", "restarts": 0, "last_error": None,
+                   "my_id": "02:00:00:00:00:00:00:01", "found": True},
+        "interfaces": [{"name": "tb1"}, {"name": "eth1"}],
+        "neighbours": [{"interface": "tb1"}, {"interface": "eth1"}],
+        "ipv4_prefix": "10.77.0.0/16",
+        "node_address_v4": "10.77.1.1",
+        "ipv4_problem": None,
+    }
+)  # fmt: skip
+LINKS = (
+    LinkFacts("eth0", up=True, carrier=True, link_local=True),  # the LAN: not a mesh link
+    LinkFacts("eth1", up=True, carrier=True, link_local=True, mtu=1500, speed_mbps=10000),
+    LinkFacts("tb1", up=True, carrier=True, link_local=True, mtu=65520, thunderbolt=True),
+)
+LINUX = LinuxFacts(
+    sysctls={"net.ipv6.conf.all.forwarding": "1", "net.ipv4.ip_forward": "0"},
+    accept_ra={"eth0": "2", "default": "2"},
+    rules=12,
+    thunderbolt_controller=True,
+    thunderbolt_net=True,
+)
+LINUX_HOST = Facts("Linux", True, "/run/babbler/babblerd.sock", HEALTHY, links=LINKS, linux=LINUX)
+
+
+def by_name(facts: Facts) -> dict[str, Check]:
+    return {c.check: c for c in checks(facts)}
+
+
+def test_a_healthy_linux_host_passes() -> None:
+    found = checks(LINUX_HOST)
+    assert [c for c in found if c.status != OK] == []
+    assert not failed(found)
+    names = [c.check for c in found]
+    assert names == [
+        "babblerd", "babeld", "link eth0", "link eth1", "link tb1", "ipv4", "forwarding",
+        "router advertisements", "fence", "thunderbolt-net",
+    ]  # fmt: skip
+    assert "not a mesh link" in by_name(LINUX_HOST)["link eth0"].saw
+
+
+def change(facts: Facts, **what: object) -> Facts:
+    return dataclasses.replace(facts, **what)  # type: ignore[arg-type]
+
+
+def status(**what: object) -> Status:
+    return dataclasses.replace(HEALTHY, **what)  # type: ignore[arg-type]
+
+
+def linux(**what: object) -> LinuxFacts:
+    return dataclasses.replace(LINUX, **what)  # type: ignore[arg-type]
+
+
+def link(name: str, **what: object) -> tuple[LinkFacts, ...]:
+    return tuple(
+        dataclasses.replace(x, **what) if x.name == name else x  # type: ignore[arg-type]
+        for x in LINKS
+    )
+
+
+def host(**what: object) -> Facts:
+    return change(LINUX_HOST, **what)
+
+
+def on(**what: object) -> Facts:
+    return host(status=status(**what))
+
+
+def kernel(**what: object) -> Facts:
+    return host(linux=linux(**what))
+
+
+BABELD = HEALTHY.babeld
+GONE = "babblerd is not running (no socket at /x); start it: sudo babblerd"
+CLASH = "route 10.77.0.0/24 table 254 overlaps 10.77.0.0/16"
+FORWARDING_OFF = {"net.ipv6.conf.all.forwarding": "0"}
+IP_FORWARD = {**LINUX.sysctls, "net.ipv4.ip_forward": "1"}
+FIXTURES = {  # check -> (a host where it fails or warns, the status it gets, words it says)
+    "babblerd": (host(status=None, status_error=GONE), FAIL, "not running"),
+    "babeld": (on(babeld=replace(BABELD, found=False)), FAIL, "finds no babeld"),
+    "babeld ": (on(babeld=replace(BABELD, pid=None, last_error="SIGKILL")), FAIL, "SIGKILL"),
+    "babeld  ": (host(status=None, babeld_version=None), FAIL, "no babeld on PATH"),
+    "link tb1": (host(links=link("tb1", link_local=False)), FAIL, "no IPv6 link-local"),
+    "link tb1 ": (host(links=link("tb1", up=False)), WARN, "down"),
+    "link eth1": (on(neighbours=HEALTHY.neighbours[:1]), WARN, "no neighbour"),
+    "links": (host(links=()), WARN, "no physical"),
+    "ipv4": (on(ipv4_problem=CLASH, node_address_v4=None), FAIL, "overlaps"),
+    "forwarding": (kernel(sysctls=FORWARDING_OFF), FAIL, "nothing crosses"),
+    "router advertisements": (kernel(accept_ra={"eth0": "1"}), FAIL, "eth0 lose"),
+    "ip_forward": (kernel(sysctls=IP_FORWARD), WARN, "routes IPv4 between all"),
+    "fence": (kernel(rules=0), FAIL, "table 96"),
+    "thunderbolt-net": (kernel(thunderbolt_net=False), FAIL, "not loaded"),
+    "leftovers": (host(status=None, leftovers=["net.ipv4.conf.tb1.forwarding"]), WARN, "crashed"),
+    "privilege": (host(root=False, not_read=("what a crashed babblerd left",)), WARN, "not root"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(FIXTURES))
+def test_every_linux_check_has_a_fixture_that_makes_it_fail(name: str) -> None:
+    facts, expected, words = FIXTURES[name]
+    found = by_name(facts)[name.strip()]
+    assert found.status == expected and words in found.saw, found
+    assert found.do, f"{name}: says nothing to do"
+    assert failed(checks(facts)) or expected != FAIL  # a failing check: exit 1
+
+
+# -- macOS, from written outputs -----------------------------------------------------------------
+
+PROFILE = {
+    "SPThunderboltDataType": [
+        {"_name": "thunderbolt_bus_0", "device_name_key": "MacBook Pro", "domain_uuid_key": "A-1",
+         "receptacle_1_tag": {"receptacle_id_key": "1", "current_speed_key": "Up to 40 Gb/s"},
+         "_items": [{"_name": "Mac Studio", "domain_uuid_key": "B-1"}]},
+        {"_name": "thunderbolt_bus_1", "device_name_key": "MacBook Pro", "domain_uuid_key": "A-2",
+         "receptacle_1_tag": {"receptacle_id_key": "3"},
+         "_items": [{"_name": "Mac mini", "domain_uuid_key": "C-1"}]},
+        {"_name": "thunderbolt_bus_2", "device_name_key": "MacBook Pro", "domain_uuid_key": "A-3",
+         "receptacle_1_tag": {"receptacle_id_key": "4"}, "_items": [{"_name": "a dock"}]},
+    ]
+}  # fmt: skip
+
+
+class Mac:
+    def __init__(self, firewall: str = "Firewall is disabled. (State = 0)") -> None:
+        self.outputs = {
+            ("networksetup", "-listallhardwareports"): (
+                DATA / "networksetup-listallhardwareports.txt"
+            ).read_text(),
+            ("ifconfig",): (DATA / "ifconfig.txt").read_text()
+            + (DATA / "ifconfig-bridge0.txt").read_text(),
+            ("ifconfig", "bridge0"): (DATA / "ifconfig-bridge0.txt").read_text(),
+            ("system_profiler", "SPThunderboltDataType", "-json"): json.dumps(PROFILE),
+            (gathering.FIREWALL, "--getglobalstate"): firewall,
+            (gathering.FIREWALL, "--getblockall"): "Block all INCOMING connections: DISABLED",
+        }
+
+    def run(self, args: Sequence[str]) -> str:
+        if tuple(args) not in self.outputs:
+            raise OSError(f"{args[0]}: not recorded")
+        return self.outputs[tuple(args)]
+
+
+def mac_host(mac: Mac) -> Facts:
+    links, facts = gathering.mac_facts(mac.run)
+    mesh = typed({"interfaces": [{"name": "en2"}, {"name": "en4"}, {"name": "en5"}],
+                  "neighbours": [{"interface": "en4"}], "mesh": "running"})  # fmt: skip
+    return Facts("macOS", True, "/var/run/babbler/babblerd.sock", mesh, links=links, mac=facts)
+
+
+def test_the_thunderbolt_bridge_holding_ports_fails_with_the_way_out() -> None:
+    found = by_name(mac_host(Mac()))
+    bridge = found["thunderbolt bridge"]
+    assert bridge.status == FAIL and "bridge0 holds en2 en3" in bridge.saw
+    assert "sudo ifconfig bridge0 deletem en2" in bridge.do
+    assert '-setnetworkserviceenabled "Thunderbolt Bridge" off' in bridge.do
+    assert found["thunderbolt cables"].saw == "a Mac at the far end of en2, en4"
+    assert found["link en4"].status == OK and "(Thunderbolt 3)" in found["link en4"].saw
+    no_ll = found["link en5"]  # still doing DAD: not usable yet
+    assert no_ll.status == FAIL and 'networksetup -setv6LinkLocal "Thunderbolt 4"' in no_ll.do
+    assert found["link en2"].saw.startswith("no cable")
+    assert "link en1" not in found  # Wi-Fi is no mesh link
+    assert "link en6" not in found  # nor an iPhone
+    assert found["firewall"].status == OK
+
+
+def test_the_firewall_on_warns_and_blocking_everything_fails() -> None:
+    on = by_name(mac_host(Mac("Firewall is enabled. (State = 1)")))["firewall"]
+    assert on.status == WARN and "socketfilterfw --add" in on.do
+    mac = Mac("Firewall is enabled. (State = 1)")
+    mac.outputs[(gathering.FIREWALL, "--getblockall")] = "Block all INCOMING connections: ENABLED"
+    assert by_name(mac_host(mac))["firewall"].status == FAIL
+    mac.outputs.pop((gathering.FIREWALL, "--getglobalstate"))
+    assert by_name(mac_host(mac))["firewall"].saw.startswith("could not read")
+
+
+def test_macos_outputs_parse_and_nonsense_is_no_crash() -> None:
+    ports = darwin.hardware_ports(Mac().outputs[("networksetup", "-listallhardwareports")])
+    assert darwin.thunderbolt_cables(json.dumps(PROFILE), ports) == {
+        "en2": True, "en4": True, "en5": False,
+    }  # fmt: skip
+    for nonsense in (
+        "",
+        "[]",
+        '{"SPThunderboltDataType": 3}',
+        "{",
+        '{"SPThunderboltDataType": [1]}',
+    ):
+        assert darwin.thunderbolt_cables(nonsense, ports) == {}
+    states = darwin.ifconfig_states((DATA / "ifconfig.txt").read_text())
+    assert states["en4"] == darwin.IfconfigState(up=True, active=True, mtu=1500, link_local=True)
+    assert states["en2"].active is False and not states["en2"].link_local
+    assert darwin.firewall_state("gibberish") is None
+
+
+def test_the_screen_form_is_one_line_per_check_with_what_to_do() -> None:
+    facts, _, _ = FIXTURES["router advertisements"]
+    text = render_checks(checks(facts))
+    lines = text.splitlines()
+    assert len(lines) == len(checks(facts))
+    line = next(x for x in lines if x.startswith("fail"))
+    assert "router advertisements" in line and "-> " in line and "accept_ra=2" in line
+    assert all(" -> " not in x for x in lines if x.startswith("ok"))
