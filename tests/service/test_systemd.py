@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from babbler.daemon.cli_command import main
@@ -114,3 +116,25 @@ def test_operations_guide_installs_this_unit() -> None:
         "systemctl disable --now babblerd",
     ):
         assert step in guide, step
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(1500)  # the first run makes the Debian tree: a few minutes more
+def test_the_unit_under_a_real_systemd() -> None:
+    """scripts/systemd-check: two containers booted by systemd-nspawn, babbler installed as
+    docs/operations.md says; readiness, keyed mesh, node info, bench, doctor, stop restoring
+    every setting, restart, kill -9. Minutes: the Debian tree is made once and kept."""
+    if os.geteuid() != 0:
+        pytest.skip("boots containers: needs root")
+    for name, package in (("debootstrap", "debootstrap"), ("systemd-nspawn", "systemd-container")):
+        tool(name, package)
+    done = subprocess.run(
+        [str(ROOT / "scripts" / "systemd-check")],
+        capture_output=True,
+        text=True,
+        timeout=1500,
+        check=False,
+    )
+    print(done.stdout[-4000:], done.stderr[-4000:])
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert "all checks passed" in done.stdout
