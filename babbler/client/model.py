@@ -40,6 +40,7 @@ class Interface:
     cost: int
     up: bool = True
     babel: bool = True
+    brought_up: bool = False  # babblerd brought it up (Thunderbolt, --bring-up)
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,6 +203,7 @@ def _interface(obj: Json) -> Interface:
         cost=obj["cost"],
         up=obj.get("up", True),
         babel=obj.get("babel", True),
+        brought_up=obj.get("brought_up", False),
     )
 
 

@@ -68,6 +68,7 @@ class Config:
     linger: float = DEFAULT_LINGER
     interface: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
+    bring_up: tuple[str, ...] = ()  # links brought up once when they appear down (+ Thunderbolt)
     node_id: int | None = None
     hello_interval: float = DEFAULT_HELLO_INTERVAL
     log_format: str | None = None  # None: json unless stderr is a terminal
@@ -299,6 +300,16 @@ SETTINGS: tuple[Setting, ...] = (
         "exclude",
         _globs,
         "never use links matching GLOB (repeatable; wins over --interface)",
+        reloadable=True,
+        metavar="GLOB",
+        repeatable=True,
+    ),
+    Setting(
+        "bring-up",
+        _globs,
+        "bring links matching GLOB up once when they appear down, as Thunderbolt links "
+        "always are (repeatable; only links the mesh would use; one set down later stays "
+        "down; put down again on stop)",
         reloadable=True,
         metavar="GLOB",
         repeatable=True,

@@ -133,6 +133,22 @@ def selected_links(links: Links, selector: Selector) -> list[Link]:
     return sorted((ln for ln in links.values() if selector.selects(ln)), key=lambda ln: ln.name)
 
 
+def to_bring_up(
+    links: Links, selector: Selector, globs: tuple[str, ...], tried: set[tuple[str, int]]
+) -> list[Link]:
+    """Links to bring up now: selected, down, Thunderbolt or matching a `--bring-up` glob,
+    and not tried before under the same name and index (one set down later stays down; a
+    cable plugged again is a new link)."""
+    return [
+        link
+        for link in selected_links(links, selector)
+        if not link.up
+        and not link.is_loopback
+        and (link.name, link.index) not in tried
+        and (link.is_thunderbolt or any(fnmatch.fnmatchcase(link.name, g) for g in globs))
+    ]
+
+
 def usable_names(links: Links, selector: Selector) -> set[str]:
     return {name for name, link in links.items() if selector.usable(link)}
 

@@ -42,6 +42,7 @@ class Facts:
     # IPv4 (daemon/ipv4_service.py view): ipv4_prefix, node_address_v4, ipv4_problem,
     # addresses_v4; empty while the daemon has not said.
     ipv4: dict[str, Any] = field(default_factory=dict)
+    brought_up: frozenset[str] = frozenset()  # links babblerd brought up (and holds up)
 
 
 def addresses(facts: Facts) -> list[dict[str, str]]:
@@ -65,6 +66,7 @@ def interfaces(facts: Facts) -> list[dict[str, Any]]:
             "babel": link.name in facts.told,
             "speed_mbps": link.speed_mbps,
             "cost": link_cost(link, facts.costs),
+            "brought_up": link.name in facts.brought_up,
         }
         for link in selected_links(facts.links, facts.selector)
     ]

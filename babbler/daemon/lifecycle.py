@@ -28,7 +28,15 @@ from babbler.core.addrplan import AddressPlan, IndexBook, plan, wanted_addresses
 from babbler.core.config import Config, down_hold, reloaded
 from babbler.core.cost import UNKNOWN_COST, link_cost
 from babbler.core.errors import ConfigError, KernelError
-from babbler.core.links import Link, Selector, diff, keep_speeds, usable_names
+from babbler.core.links import (
+    Link,
+    Selector,
+    diff,
+    keep_speeds,
+    selected_links,
+    to_bring_up,
+    usable_names,
+)
 from babbler.core.lonely import CAUSES, LonelyLinks
 from babbler.core.meshkey import MeshKey
 from babbler.core.platform import IS_LINUX
@@ -119,6 +127,8 @@ class Daemon:
         )
         self.cables_changed = Signal()  # babeld's links or neighbours came or went
         self._refresh_lock = trio.Lock()
+        self._tried: set[tuple[str, int]] = set()  # links brought up once (name, index)
+        self._brought: dict[str, int] = {}  # ...and still up as babblerd left them
         self._babeld_found = False
         self._find_babeld()
         self._published: dict[str, Any] = {}
@@ -215,6 +225,7 @@ class Daemon:
             name=self.name,
             ipv4=self.ipv4.view(),
             nodes=tuple(self.nodes.view()) if with_nodes else (),
+            brought_up=frozenset(self._brought),
         )
 
     def status(self, asker: object = None) -> dict[str, Any]:
@@ -371,7 +382,11 @@ class Daemon:
             rules = self._fence_rules(forwarding)
             await self.fence.add(rules)  # new rules before forwarding starts, old ones
             skip, ipv4 = self.config.skip_kernel_setup, self.ipv4.state.on
-            self.host_setup.apply(new, forwarding, skip=skip, ipv4=ipv4)
+            chosen = selected_links(new, self.selector) if self.active else []
+            selected = {link.name for link in chosen if not link.is_loopback}
+            self.host_setup.apply(new, forwarding, skip=skip, ipv4=ipv4, selected=selected)
+            if self.active:  # after the setup: no DAD on them from the start
+                await self._bring_up(new)
             await self.fence.apply(rules)  # removed after it stopped
             if todo:
                 self.links = keep_speeds(await self.kernel.read_links(), self.links)
@@ -387,6 +402,33 @@ class Daemon:
         before, _ = self.sysctls.changed.get(FORWARDING, (self.sysctls.read(FORWARDING), ""))
         v4 = self.ipv4.state
         return fence.plan(mesh, MESH_PREFIX, v4.prefix if v4.on else None, before == "0")
+
+    async def _bring_up(self, links: dict[str, Link]) -> None:
+        """Thunderbolt links (and --bring-up ones) that appear down come up, once each
+        (linux.py creates thunderbolt-net links down; nothing else may bring them up)."""
+        self._brought = {n: i for n, i in self._brought.items() if _still(links, n, i)}
+        for link in to_bring_up(links, self.selector, self.config.bring_up, self._tried):
+            self._tried.add((link.name, link.index))
+            try:
+                await self.kernel.set_link_up(link, True)
+            except KernelError as error:
+                log.warning("cannot bring link up", interface=link.name, error=str(error))
+                continue
+            self._brought[link.name] = link.index
+            log.info("link brought up", interface=link.name)
+
+    async def _put_down(self) -> None:
+        """On stop: the links babblerd brought up go down again, as it found them."""
+        for name, index in sorted(self._brought.items()):
+            link = self.links.get(name)
+            if link is None or link.index != index or not link.up:
+                continue
+            try:
+                await self.kernel.set_link_up(link, False)
+                log.info("link put down", interface=name)
+            except KernelError as error:
+                log.warning("cannot put link down", interface=name, error=str(error))
+        self._brought = {}
 
     def _warn_unmatched(self) -> None:
         """Say once, when it becomes true, that an --interface pattern matches no link."""
@@ -534,5 +576,12 @@ class Daemon:
             with trio.CancelScope(shield=True), trio.move_on_after(2.0):
                 self.active = False
                 await self.refresh()
+                await self._put_down()
                 self.sysctls.restore()
                 log.info("stopped", addresses_left=len(views.addresses(self.facts())))
+
+
+def _still(links: dict[str, Link], name: str, index: int) -> bool:
+    """The link babblerd brought up is there, the same one, and up."""
+    link = links.get(name)
+    return link is not None and link.index == index and link.up

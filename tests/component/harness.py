@@ -152,10 +152,9 @@ async def running(
     settings.setdefault("mode", "on-demand")  # idle until a test subscribes or asks for always
     settings.setdefault("info_port", 0)  # no node info listener in the host's namespace
     settings.setdefault("bench", "off")  # nor a bench responder
+    settings.setdefault("interface", ("v*",))
     config = replace(
-        Config(run_dir=base / "run", state_dir=base / "state", babeld=str(wrapper)),
-        interface=("v*",),
-        **settings,
+        Config(run_dir=base / "run", state_dir=base / "state", babeld=str(wrapper)), **settings
     )
     paths.prepare(config.run_dir, config.private_dir, config.state_dir)
     early = None

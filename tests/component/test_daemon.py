@@ -6,6 +6,7 @@ import itertools
 import json
 import os
 import signal
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ import trio
 
 from babbler.core.addressing import interface_address
 from babbler.core.config import DEFAULT_HELLO_INTERVAL
+from babbler.core.links import Link
 from babbler.daemon.babeld.session import Deadlines
 from babbler.daemon.lifecycle import Tunables
 from babbler.daemon.mesh import Fact, MeshTunables
@@ -46,6 +48,7 @@ async def test_always_mode_runs_babeld_and_serves_its_table() -> None:
                 "babel": True,
                 "speed_mbps": None,
                 "cost": 96,
+                "brought_up": False,
             }
         ]
         assert status["routes"][0]["prefix"] == "fde0:20c6:1fa7:ffff:aaaa:bbbb:cccc:1/128"
@@ -493,3 +496,30 @@ async def test_unwatched_babeld_is_dumped_not_monitored_and_a_gone_route_goes() 
         assert fake.requests().count("monitor") == 2  # the session's, then the watcher's
         # the watcher's snapshot from babeld changed nothing
         await nothing_within(0.5, monitor.readline, "a line for a table that did not change")
+
+
+async def test_thunderbolt_links_come_up_once_by_themselves_and_go_down_at_stop() -> None:
+    """A thunderbolt-net link appears down (Linux makes it so when a cable is plugged):
+    babblerd brings it up, and a --bring-up one; an excluded one stays down; one that
+    someone sets down later stays down; at stop they go down again, as found."""
+    tb = Link("thunderbolt0", 3, driver="thunderbolt-net", has_device=True)
+    glob = Link("vb1", 4, kind="veth")
+    excluded = Link("thunderbolt9", 5, driver="thunderbolt-net", has_device=True)
+    kernel = FakeKernel(veth("v1x2", 2), tb, glob, excluded)
+    async with running(
+        kernel,
+        mode="always",
+        interface=("v*", "thunderbolt*"),
+        exclude=("thunderbolt9",),
+        bring_up=("vb*",),
+    ) as (daemon, _):
+        await eventually(lambda: kernel.links["thunderbolt0"].up and kernel.links["vb1"].up)
+        shown = {i["name"]: i["brought_up"] for i in daemon.status()["interfaces"]}
+        assert shown == {"thunderbolt0": True, "vb1": True, "v1x2": False}
+        assert not kernel.links["thunderbolt9"].up
+        kernel.set_link(replace(kernel.links["vb1"], up=False))  # an admin: ip link set down
+        await trio.sleep(0.5)  # reconciles come and go: it stays down
+        assert not kernel.links["vb1"].up
+        await eventually(lambda: not daemon.status()["interfaces"][-1]["brought_up"])
+    assert not kernel.links["thunderbolt0"].up  # put down again
+    assert not kernel.links["vb1"].up and not kernel.links["thunderbolt9"].up

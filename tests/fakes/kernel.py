@@ -80,3 +80,7 @@ class FakeKernel:
 
     async def remove_rule(self, rule: Rule) -> None:
         self.rules.discard(rule)
+
+    async def set_link_up(self, link: Link, up: bool) -> None:
+        if link.name in self.links:
+            self.set_link(replace(self.links[link.name], up=up))

@@ -103,6 +103,7 @@ def test_one_table_defines_every_setting_its_flag_and_its_reloadability() -> Non
         "linger",
         "interface",
         "exclude",
+        "bring-up",
         "hello-interval",
         "log-level",
         "log-format",

@@ -17,6 +17,7 @@ from babbler.core.errors import KernelError
 from babbler.core.links import AddressChange, Selector, usable_names
 from babbler.daemon.links import darwin
 from babbler.daemon.links.darwin import DarwinKernel, System
+from babbler.daemon.sysctls import SysctlCommand
 
 DATA = Path(__file__).parent / "data" / "darwin"
 MESH_ADDRESS = IPv6Address("fde0:20c6:1fa7:12:3456:789a:0:1")
@@ -227,3 +228,15 @@ async def test_snapshot_carries_speeds_and_thunderbolt_without_one_counts_as_fas
     assert links["en5"].speed_mbps == 1000 and link_cost(links["en5"]) == 128
     assert links["en4"].speed_mbps is None and links["en4"].is_thunderbolt
     assert link_cost(links["en4"]) == 32
+
+
+async def test_links_are_brought_up_and_down_with_ifconfig_and_settings_with_sysctl(
+    mac: FakeMac,
+) -> None:
+    kernel = DarwinKernel(mac.system(), None)
+    links = await kernel.read_links()
+    await kernel.set_link_up(links["en4"], True)
+    await kernel.set_link_up(links["en4"], False)
+    assert mac.ran[-2:] == [("ifconfig", "en4", "up"), ("ifconfig", "en4", "down")]
+    assert isinstance(kernel.settings, SysctlCommand)  # forwarding through sysctl(8)
+    assert await kernel.read_rules() == set()  # no policy routing: docs/security.md

@@ -153,3 +153,18 @@ def test_macos_gets_forwarding_and_no_redirects_through_sysctl(
     assert run.values["net.inet.ip.forwarding"] == "0"  # IPv4 gone: the Mac routes none
     setup.apply({}, set())
     assert run.values == before
+
+
+def test_links_babblerd_would_use_skip_dad_from_the_start_and_nothing_else_changes() -> None:
+    """A Thunderbolt link that appeared down: no DAD on it before it comes up, and no
+    forwarding while no link is in use; other links are never touched."""
+    down = plan({"eth0": "1"}, set(), selected={"thunderbolt0"})
+    assert down == [
+        ("net/ipv6/conf/thunderbolt0/accept_dad", "0"),
+        ("net/ipv6/conf/thunderbolt0/optimistic_dad", "1"),
+        ("net/ipv6/conf/thunderbolt0/use_optimistic", "1"),
+    ]
+    running = plan({"eth0": "1"}, {"thunderbolt0"}, selected={"thunderbolt0", "thunderbolt1"})
+    names = [n for n, _ in running]
+    assert names[:6:3] == [f"net/ipv6/conf/thunderbolt{i}/accept_dad" for i in (0, 1)]
+    assert not any("eth0/accept_dad" in n for n in names) and names[-1] == FORWARDING

@@ -20,13 +20,15 @@ fe8000000000000000fc00fffe000001 04 40 20 80     eth0
 fe80000000000000a8bbccfffedd0001 05 40 20 c0     v1x2
 fe80000000000000a8bbccfffedd0002 06 40 20 88     v1x3
 febf000000000000a8bbccfffedd0003 07 40 20 80     v1x4
+fe80000000000000a8bbccfffedd0006 09 40 20 c4     v1x6
 fec0000000000000a8bbccfffedd0004 08 40 20 80     v1x5
 """
 
 
 def test_tentative_and_failed_link_locals_do_not_count() -> None:
-    # v1x2 tentative (0x40), v1x3 DAD failed (0x08); v1x4 is fe80::/10 too; fec0 is not.
-    assert usable_link_locals(IF_INET6) == {"eth0", "v1x4"}
+    # v1x2 tentative (0x40), v1x3 DAD failed (0x08); v1x4 is fe80::/10 too; fec0 is not;
+    # v1x6 tentative but optimistic (0x04): usable (RFC 4429).
+    assert usable_link_locals(IF_INET6) == {"eth0", "v1x4", "v1x6"}
     assert usable_link_locals("garbage\n\n") == set()
 
 

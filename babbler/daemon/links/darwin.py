@@ -430,6 +430,9 @@ class DarwinKernel:
             if not any(text in str(error) for text in _GONE):
                 raise
 
+    async def set_link_up(self, link: Link, up: bool) -> None:
+        await self._system.run(["ifconfig", link.name, "up" if up else "down"])
+
     async def read_rules(self) -> set[Rule]:
         return set()  # macOS has no policy-routing rules: pf keeps outsiders out there
 

@@ -47,3 +47,6 @@ class Kernel(Protocol):
 
     async def remove_rule(self, rule: Rule) -> None:
         """Remove a rule (one already gone is not an error). Raises KernelError."""
+
+    async def set_link_up(self, link: Link, up: bool) -> None:
+        """Set a link administratively up or down. Raises KernelError."""

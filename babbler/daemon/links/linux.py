@@ -36,6 +36,7 @@ from pyroute2.netlink.rtnl import (
     RTM_GETROUTE,
     RTM_GETRULE,
     RTM_NEWADDR,
+    RTM_NEWLINK,
     RTM_NEWRULE,
     RTMGRP_IPV4_IFADDR,
     RTMGRP_IPV6_IFADDR,
@@ -58,7 +59,7 @@ from babbler.core.ipv4 import HostRoute
 from babbler.core.links import AddressChange, Link
 from babbler.core.platform import NODE_ADDRESS_LABEL
 from babbler.daemon.links.events import EventSocket
-from babbler.daemon.links.sysfs import IFA_F_DADFAILED, IFA_F_TENTATIVE, IFF_UP, device_facts
+from babbler.daemon.links.sysfs import IFF_UP, device_facts, settled
 from babbler.daemon.sysctls import ProcSys, Settings
 
 IFA_F_NODAD = 0x02
@@ -170,7 +171,7 @@ class LinuxKernel:
             address = IPv6Address(m.get_attr("IFA_ADDRESS"))
             flags = m.get_attr("IFA_FLAGS") or m["flags"]
             if address.is_link_local:
-                if not flags & (IFA_F_TENTATIVE | IFA_F_DADFAILED):
+                if settled(flags):
                     link_local.add(index)
             else:
                 addresses.setdefault(index, set()).add(address)
@@ -218,6 +219,14 @@ class LinuxKernel:
             RTM_NEWADDR,
             NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_REPLACE,
         )
+
+    async def set_link_up(self, link: Link, up: bool) -> None:
+        msg = ifinfmsg()
+        msg["family"] = socket.AF_UNSPEC
+        msg["index"] = link.index
+        msg["flags"] = IFF_UP if up else 0
+        msg["change"] = IFF_UP
+        await self._request(msg, RTM_NEWLINK, NLM_F_REQUEST | NLM_F_ACK)
 
     async def remove_address(self, change: AddressChange) -> None:
         try:

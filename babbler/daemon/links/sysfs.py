@@ -23,6 +23,16 @@ IF_INET6 = Path("/proc/net/if_inet6")
 IFF_UP = 0x1
 IFA_F_TENTATIVE = 0x40
 IFA_F_DADFAILED = 0x08
+IFA_F_OPTIMISTIC = 0x04
+
+
+def settled(flags: int) -> bool:
+    """Whether an IPv6 address with these IFA_F_* flags can be sent from: not failed, and
+    either done with duplicate address detection or optimistic (RFC 4429; someone set
+    optimistic_dad on the link)."""
+    if flags & IFA_F_DADFAILED:
+        return False
+    return not flags & IFA_F_TENTATIVE or bool(flags & IFA_F_OPTIMISTIC)
 
 
 def device_facts(name: str) -> tuple[bool, bool, str | None, int | None]:
@@ -64,14 +74,14 @@ def _kind(base: Path) -> str | None:
 
 
 def usable_link_locals(text: str) -> set[str]:
-    """Names of links holding a link-local address that is neither tentative nor failed,
-    from /proc/net/if_inet6 (address, index, prefix length, scope, flags, name)."""
+    """Names of links holding a settled link-local address (`settled`), from
+    /proc/net/if_inet6 (address, index, prefix length, scope, flags, name)."""
     names = set()
     for line in text.splitlines():
         fields = line.split()
         if len(fields) != 6 or int(fields[0][:4], 16) & 0xFFC0 != 0xFE80:  # fe80::/10
             continue
-        if not int(fields[4], 16) & (IFA_F_TENTATIVE | IFA_F_DADFAILED):
+        if settled(int(fields[4], 16)):
             names.add(fields[5])
     return names
 
@@ -86,7 +96,7 @@ IFA_ADDRESS, IFA_FLAGS = 1, 8
 
 def link_local_indexes(data: bytes) -> tuple[set[int], bool]:
     """From RTM_NEWADDR messages (an IPv6 address dump): the indexes of links with a
-    link-local address neither tentative nor failed, and whether the dump ended here."""
+    settled link-local address (`settled`), and whether the dump ended here."""
     indexes: set[int] = set()
     offset = 0
     while offset + NLMSG_HEADER.size <= len(data):
@@ -110,7 +120,7 @@ def link_local_indexes(data: bytes) -> tuple[set[int], bool]:
                     flags = struct.unpack("=I", value)[0]
                 at += (size + 3) & ~3
             link_local = len(address) == 16 and address[0] == 0xFE and address[1] & 0xC0 == 0x80
-            if link_local and not flags & (IFA_F_TENTATIVE | IFA_F_DADFAILED):
+            if link_local and settled(flags):
                 indexes.add(index)
         offset += (length + 3) & ~3
     return indexes, False
