@@ -41,6 +41,8 @@ class Interface:
     up: bool = True
     babel: bool = True
     brought_up: bool = False  # babblerd brought it up (Thunderbolt, --bring-up)
+    mtu: int | None = None  # bytes (None: not said)
+    max_mtu: int | None = None  # the largest the link takes (None: not said)
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,6 +206,8 @@ def _interface(obj: Json) -> Interface:
         up=obj.get("up", True),
         babel=obj.get("babel", True),
         brought_up=obj.get("brought_up", False),
+        mtu=obj.get("mtu"),
+        max_mtu=obj.get("max_mtu"),
     )
 
 

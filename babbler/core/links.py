@@ -61,6 +61,8 @@ class Link:
     deprecated: frozenset[IPv6Address] = field(default_factory=frozenset)
     addresses_v4: frozenset[IPv4Interface] = field(default_factory=frozenset)
     speed_mbps: int | None = None  # as the kernel reports it; None when it does not say
+    mtu: int | None = None  # bytes; None where the platform does not say
+    max_mtu: int | None = None  # the largest the driver takes (Linux IFLA_MAX_MTU)
 
     @property
     def is_loopback(self) -> bool:

@@ -67,6 +67,8 @@ def interfaces(facts: Facts) -> list[dict[str, Any]]:
             "speed_mbps": link.speed_mbps,
             "cost": link_cost(link, facts.costs),
             "brought_up": link.name in facts.brought_up,
+            "mtu": link.mtu,
+            "max_mtu": link.max_mtu,
         }
         for link in selected_links(facts.links, facts.selector)
     ]

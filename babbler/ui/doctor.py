@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from babbler.client.model import Status
+from babbler.core.cablegraph import CableGraph
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 KEY_HINT = "a different mesh key, or no babblerd at the far end (babblerctl doctor there)"
@@ -171,6 +172,44 @@ def _ll_fix(facts: Facts, link: LinkFacts) -> str:
     )
 
 
+def mtu(facts: Facts) -> Iterable[Check]:
+    """Both ends of each cable at the same MTU (a mismatch drops large frames silently)."""
+    s = facts.status
+    if s is None:
+        return
+    graph = CableGraph.from_status(s.raw)
+    mine = {i.name: i.mtu for i in s.interfaces}
+    theirs = {n.node_id: {link.name: link.mtu for link in n.links} for n in s.nodes}
+    differ, same = [], 0
+    for pair, cables in sorted(graph.cables.items(), key=lambda kv: sorted(kv[0])):
+        if s.node_id not in pair:
+            continue
+        for cable in cables:
+            near, far = (
+                cable.end_on(s.node_id),
+                cable.far if cable.near.node_id == s.node_id else cable.near,
+            )
+            here, there = mine.get(near.interface), theirs.get(far.node_id, {}).get(far.interface)
+            if here is None or there is None:
+                continue
+            if here == there:
+                same += 1
+            else:
+                far_name = graph.label(far.node_id)
+                differ.append(
+                    f"{near.interface} {here} against {far_name}'s {far.interface} {there}"
+                )
+    if differ:
+        yield Check(
+            "mtu",
+            FAIL,
+            "the two ends of a cable differ: " + "; ".join(differ) + " (large frames are lost)",
+            "give both ends the same MTU: sudo ip link set LINK mtu N (the smaller of the two)",
+        )
+    elif same:
+        yield Check("mtu", OK, f"both ends of {_plural(same, 'cable')} at the same MTU")
+
+
 def ipv4(facts: Facts) -> Iterable[Check]:
     s = facts.status
     if s is None:
@@ -313,7 +352,7 @@ def host(facts: Facts) -> Iterable[Check]:
 
 def checks(facts: Facts) -> list[Check]:
     out: list[Check] = []
-    for part in (daemon, links, ipv4, kernel_linux, kernel_mac, host):
+    for part in (daemon, links, mtu, ipv4, kernel_linux, kernel_mac, host):
         out.extend(part(facts))
     return out
 

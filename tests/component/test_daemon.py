@@ -49,6 +49,8 @@ async def test_always_mode_runs_babeld_and_serves_its_table() -> None:
                 "speed_mbps": None,
                 "cost": 96,
                 "brought_up": False,
+                "mtu": None,
+                "max_mtu": None,
             }
         ]
         assert status["routes"][0]["prefix"] == "fde0:20c6:1fa7:ffff:aaaa:bbbb:cccc:1/128"

@@ -52,7 +52,14 @@ def test_a_peer_reads_a_nodes_info_over_the_mesh(make_lab: LabFactory) -> None:
     assert info["node_id"] == me["node_id"] and info["name"] == "n1"
     assert info["node_address"] == me["node_address"]
     assert info["interfaces"] == [
-        {"name": "v1x2", "kind": "other", "speed_mbps": 10000, "cost": 32}
+        {
+            "name": "v1x2",
+            "kind": "other",
+            "speed_mbps": 10000,
+            "cost": 32,
+            "mtu": 1500,
+            "max_mtu": 65535,
+        }  # veth's largest
     ]
     assert ask(lab, n2, me["node_address"], b"GET / HTTP/1.0\r\n\r\n") == b"bad request\n"
 

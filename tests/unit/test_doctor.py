@@ -235,3 +235,30 @@ def test_the_screen_form_is_one_line_per_check_with_what_to_do() -> None:
     line = next(x for x in lines if x.startswith("fail"))
     assert "router advertisements" in line and "-> " in line and "accept_ra=2" in line
     assert all(" -> " not in x for x in lines if x.startswith("ok"))
+
+
+def cabled(far_mtu: int | None) -> Status:
+    """This node's tb1 cabled to n2's tb3 (each end names the other's address)."""
+    return typed(
+        {
+            "interfaces": [{"name": "tb1", "mtu": 65520}],
+            "neighbours": [{"interface": "tb1"}],
+            "addresses_v4": [{"interface": "tb1", "address": "10.77.200.0", "peer": "10.77.200.1"}],
+            "nodes": [
+                {
+                    "cables": [
+                        {"interface": "tb3", "address": "10.77.200.1", "peer": "10.77.200.0"}
+                    ],
+                    "links": [{"name": "tb3", "mtu": far_mtu}],
+                }
+            ],
+        }
+    )
+
+
+def test_the_two_ends_of_a_cable_at_different_mtus_fail() -> None:
+    mtu = by_name(host(status=cabled(1500)))["mtu"]
+    assert mtu.status == FAIL and "tb1 65520 against n2's tb3 1500" in mtu.saw, mtu
+    assert "mtu N" in mtu.do
+    assert by_name(host(status=cabled(65520)))["mtu"].saw == "both ends of 1 cable at the same MTU"
+    assert "mtu" not in by_name(host(status=cabled(None)))  # a far end that does not say

@@ -26,6 +26,8 @@ def test_status_has_every_contract_key_and_only_our_addresses() -> None:
             "speed_mbps": 10000,
             "cost": 32,
             "brought_up": False,
+            "mtu": None,
+            "max_mtu": None,
         }
     ]
     assert status["node_address"] == "fde0:20c6:1fa7:ffff:1a2b:3c4d:5e6f:0"

@@ -268,6 +268,7 @@ def build_link(
     inet6: Iterable[dict[str, Any]],
     speed_mbps: int | None = None,
     inet: Iterable[dict[str, Any]] = (),
+    mtu: int | None = None,
 ) -> Link:
     """One macOS interface as the platform-neutral Link the selection rules read."""
     link_local, addresses, deprecated = address_facts(inet6)
@@ -289,6 +290,7 @@ def build_link(
         deprecated=deprecated,
         addresses_v4=ipv4_facts(inet),
         speed_mbps=speed_mbps,
+        mtu=mtu,
     )
 
 
@@ -398,7 +400,8 @@ class DarwinKernel:
             except KernelError:
                 continue  # gone since the listing
             masters.update(dict.fromkeys(members, indexes[bridge]))
-        speeds = media_speeds(await run(["ifconfig"]))
+        shown = await run(["ifconfig"])
+        speeds, states = media_speeds(shown), ifconfig_states(shown)
         return {
             name: build_link(
                 name,
@@ -409,6 +412,7 @@ class DarwinKernel:
                 inet6=self._system.inet6(name),
                 speed_mbps=speeds.get(name),
                 inet=self._system.inet(name),
+                mtu=states[name].mtu if name in states else None,
             )
             for name, index in indexes.items()
         }

@@ -93,6 +93,8 @@ def _link_from(msg: Any) -> Link:
         master=msg.get_attr("IFLA_MASTER") or None,
         up=bool(msg["flags"] & IFF_UP),
         speed_mbps=speed,
+        mtu=msg.get_attr("IFLA_MTU"),
+        max_mtu=msg.get_attr("IFLA_MAX_MTU") or None,
     )
 
 

@@ -50,7 +50,7 @@ def answer(
         "uptime_s": round(uptime_s, 1),
         "node_address": str(node_address),
         "interfaces": [
-            {k: i[k] for k in ("name", "kind", "speed_mbps", "cost")}
+            {k: i[k] for k in ("name", "kind", "speed_mbps", "cost", "mtu", "max_mtu")}
             for i in interfaces(facts)
             if i["babel"]
         ],

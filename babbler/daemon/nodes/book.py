@@ -45,6 +45,10 @@ DOUBTED = 1.0
 # babeld's default 4 s); the rest of the 30 s is for a machine slow to bring its links up.
 STARTING = 30.0
 
+# What status.nodes[].links says of each link, from the node's info (mtu and max_mtu: None
+# from a babblerd that does not say them).
+LINK_KEYS = ("name", "kind", "speed_mbps", "cost", "mtu", "max_mtu")
+
 
 @dataclass
 class Known:
@@ -261,7 +265,7 @@ class NodeBook:
                     ],
                     "cables": _cables(known.info),
                     "links": [
-                        {k: i.get(k) for k in ("name", "kind", "speed_mbps", "cost")}
+                        {k: i.get(k) for k in LINK_KEYS}
                         for i in info.get("interfaces") or []
                         if isinstance(i, dict)
                     ],
