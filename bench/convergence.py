@@ -6,6 +6,11 @@ Scenarios, each repeated --runs times per mode:
   up-ring10   10-node ring, every node started at once -> full reachability
   kill-ring10 the node opposite n1 on a converged 10-node ring dies (daemons SIGKILLed, its
               links dark, as a machine losing power) -> the other 9 reach each other
+  plug-line3  a 3-node line whose daemons run before its cables are plugged in (links
+              created down, then both ends up) -> full reachability; on the lab's DAD-free
+              links
+  plug-line3-dad  the same with the kernel's duplicate address detection, as on real
+              cables (the lab's --real-links)
 Modes: babbler (its defaults), babeld alone with its defaults (hello 4 s), babeld alone with
 babbler's hello interval (0.1 s). Times start when the first daemon is exec'd.
 
@@ -23,17 +28,34 @@ from typing import Any
 import common
 from meshes import BABBLER_MODES, MODES, Mesh, wait_reachable
 
-from babbler.lab import Lab
+from babbler.lab import Lab, link_name
 
 LIMIT = 120.0
-SCENARIOS = ("up-line4", "join-line4", "up-ring10", "kill-ring10")
+SCENARIOS = ("up-line4", "join-line4", "up-ring10", "kill-ring10", "plug-line3", "plug-line3-dad")
 
 
 def run_once(scenario: str, mode: str, tag: str) -> float:
     nodes, topology = (4, "line") if scenario.endswith("line4") else (10, "ring")
-    lab = Lab.create(f"bc{tag}", nodes, topology, ["--mode", "always"])
+    if scenario.startswith("plug"):
+        nodes, topology = 3, "line"
+    real = scenario == "plug-line3-dad"
+    lab = Lab.create(f"bc{tag}", nodes, topology, ["--mode", "always"], real_links=real)
     mesh = Mesh(lab, mode)
     try:
+        if scenario.startswith("plug"):
+            if not real:  # DAD-free links, created up: take them down to plug them in
+                for a, b in lab.links:
+                    for x, y in ((a, b), (b, a)):
+                        node = lab.nodes[x - 1]
+                        lab.exec(node, "ip", "link", "set", link_name(x, y), "down")
+            for node in lab.nodes:
+                mesh.start(node)
+            for node in lab.nodes:
+                mesh.ready(node)
+            time.sleep(1)  # every daemon settled on its links being down
+            started = time.monotonic()
+            lab.plug_all()
+            return wait_reachable(lab, mesh, lab.nodes, started, LIMIT)
         if scenario.startswith("up"):
             started = time.monotonic()
             for node in lab.nodes:

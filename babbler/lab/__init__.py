@@ -47,6 +47,9 @@ class Lab:
     nodes: list[Node] = field(default_factory=list)
     links: list[tuple[int, int]] = field(default_factory=list)
     daemon_args: list[str] = field(default_factory=list)
+    # Links as cables: the kernel's DAD defaults, created down, plugged (`plug_all`) after
+    # the daemons run. Otherwise links are up from the start, without DAD.
+    real_links: bool = False
     daemons: Daemons = field(default_factory=Daemons, repr=False, compare=False)
 
     @property
@@ -61,6 +64,7 @@ class Lab:
             "nodes": [vars(n) for n in self.nodes],
             "links": self.links,
             "daemon_args": self.daemon_args,
+            "real_links": self.real_links,
         }
         (self.base / "lab.json").write_text(json.dumps(record, indent=1))
 
@@ -83,7 +87,9 @@ class Lab:
     # -- building ------------------------------------------------------------------------------
 
     @classmethod
-    def create(cls, name: str, nodes: int, topology: str, daemon_args: list[str]) -> Lab:
+    def create(
+        cls, name: str, nodes: int, topology: str, daemon_args: list[str], real_links: bool = False
+    ) -> Lab:
         """Namespaces and links only; `start` runs the daemons. Cleans up after itself on error."""
         if not re.fullmatch(r"[A-Za-z0-9_]{1,24}", name):
             raise LabError(f"lab name must be 1-24 letters, digits or _, got {name!r}")
@@ -91,11 +97,17 @@ class Lab:
             raise LabError(f"--nodes must be between 1 and {MAX_NODES}")
         if (LAB_ROOT / name / "lab.json").exists():
             raise LabError(f"lab {name!r} is already up; run `babbler-lab --name {name} down`")
-        lab = cls(name, topology, links=edges(nodes, topology), daemon_args=daemon_args)
+        lab = cls(
+            name,
+            topology,
+            links=edges(nodes, topology),
+            daemon_args=daemon_args,
+            real_links=real_links,
+        )
         try:
             for i in range(1, nodes + 1):
                 node = Node(i, f"bbl-{name}-n{i}", str(lab.base / f"n{i}"))
-                netns.add_namespace(node.netns)
+                netns.add_namespace(node.netns, real_links)
                 lab.nodes.append(node)
                 lab.save()
             for a, b in lab.links:
@@ -108,7 +120,13 @@ class Lab:
     def add_link(self, a: int, b: int, prefix: str = "v") -> None:
         """A veth link between nodes a and b; links of another `prefix` form a second set
         (the daemons use `v*` only unless started with `--interface PREFIX*`)."""
-        netns.add_link(a, self.nodes[a - 1].netns, b, self.nodes[b - 1].netns, prefix)
+        ends = (a, self.nodes[a - 1].netns, b, self.nodes[b - 1].netns, prefix)
+        netns.add_link(*ends, up=not self.real_links)
+
+    def plug_all(self) -> None:
+        """Every link's ends up (real links are created down)."""
+        for a, b in self.links:
+            netns.plug(a, self.nodes[a - 1].netns, b, self.nodes[b - 1].netns)
 
     def down(self) -> None:
         """Stop every daemon we started, any babeld they left, delete namespaces and files."""

@@ -84,6 +84,8 @@ def _bring_up(
     mode: str,
     wait: float | None,
     key_file: Path | None = None,
+    real_links: bool = False,
+    carrier_delay: float = 0.0,
 ) -> Lab:
     daemon_args = ["--mode", mode] + (["--hello-interval", f"{hello:g}"] if hello else [])
     daemon_args += ["--key-file", str(key_file)] if key_file else []
@@ -91,9 +93,12 @@ def _bring_up(
     if warning:
         click.echo(f"babbler-lab: note: {warning}", err=True)
     started = time.monotonic()
-    lab = Lab.create(name, nodes, topology, daemon_args)
+    lab = Lab.create(name, nodes, topology, daemon_args, real_links)
     try:
         lab.start_all()
+        if real_links:  # the cables are plugged in once every babblerd runs
+            time.sleep(carrier_delay)
+            lab.plug_all()
         click.echo(
             f"lab {name}: {nodes} nodes, {topology}, babblerd serving on all "
             f"({time.monotonic() - started:.2f} s)"
@@ -175,6 +180,19 @@ def _with(options: list[Callable[[F], F]]) -> Callable[[F], F]:
     default=None,
     help="every node's babblerd --key-file (made with babblerctl keygen: try a mesh key)",
 )
+@click.option(
+    "--real-links",
+    is_flag=True,
+    help="links as cables: the kernel's duplicate address detection, created down and "
+    "plugged in once every babblerd runs [default: up from the start, without DAD]",
+)
+@click.option(
+    "--carrier-delay",
+    type=click.FloatRange(0, 60),
+    default=0.0,
+    metavar="SECONDS",
+    help="with --real-links: wait this long after the daemons start before plugging in",
+)
 def up(
     name: str,
     nodes: int,
@@ -183,6 +201,8 @@ def up(
     mode: str,
     wait: float | None,
     key_file: Path | None,
+    real_links: bool,
+    carrier_delay: float,
 ) -> None:
     """Create the namespaces and links and start babblerd on every node."""
     if mode == "on-demand" and wait:
@@ -191,7 +211,11 @@ def up(
             "on it subscribes: use --mode always, or run `babblerctl watch` on every node"
         )
     _need_root()
-    _guard(lambda: _bring_up(name, nodes, topology, hello_interval, mode, wait, key_file))
+    _guard(
+        lambda: _bring_up(
+            name, nodes, topology, hello_interval, mode, wait, key_file, real_links, carrier_delay
+        )
+    )
 
 
 @main.command("status")

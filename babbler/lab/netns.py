@@ -14,9 +14,11 @@ def run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return result
 
 
-def add_namespace(netns: str) -> None:
+def add_namespace(netns: str, real_links: bool = False) -> None:
     run("ip", "netns", "add", netns)
     run("ip", "-n", netns, "link", "set", "lo", "up")
+    if real_links:  # the kernel's DAD defaults, as on a machine
+        return
     # Virtual links come up at once; skip duplicate address detection so the link-local is
     # usable at once too (real links pay ~1 s of DAD here).
     run(
@@ -31,15 +33,24 @@ def add_namespace(netns: str) -> None:
     )
 
 
-def add_link(a: int, netns_a: str, b: int, netns_b: str, prefix: str = "v") -> None:
-    """A veth pair v<a>x<b> (in a's namespace) <-> v<b>x<a> (in b's), both up."""
+def add_link(
+    a: int, netns_a: str, b: int, netns_b: str, prefix: str = "v", up: bool = True
+) -> None:
+    """A veth pair v<a>x<b> (in a's namespace) <-> v<b>x<a> (in b's), up unless `up` is
+    False (a cable not plugged in yet: `plug`)."""
     here, there = link_name(a, b, prefix), link_name(b, a, prefix)
     run(
         *("ip", "link", "add", here, "netns", netns_a),
         *("type", "veth", "peer", "name", there, "netns", netns_b),
     )
-    run("ip", "-n", netns_a, "link", "set", here, "up")
-    run("ip", "-n", netns_b, "link", "set", there, "up")
+    if up:
+        plug(a, netns_a, b, netns_b, prefix)
+
+
+def plug(a: int, netns_a: str, b: int, netns_b: str, prefix: str = "v") -> None:
+    """Both ends of a link up, as a cable plugged in brings them."""
+    run("ip", "-n", netns_a, "link", "set", link_name(a, b, prefix), "up")
+    run("ip", "-n", netns_b, "link", "set", link_name(b, a, prefix), "up")
 
 
 def delete_namespaces(names: list[str]) -> None:

@@ -17,7 +17,8 @@ pytestmark = pytest.mark.integration
 
 
 def as_cables(lab: Lab) -> None:
-    """The kernel's DAD defaults back (all 0, default 1, each link 1), every link down."""
+    """The kernel's DAD defaults back (all 0, default 1, each link 1), every link down: what
+    `babbler-lab up --real-links` makes (test_real_links_lab checks that it does)."""
     for node in lab.nodes:
         settings = ["net.ipv6.conf.all.accept_dad=0", "net.ipv6.conf.default.accept_dad=1"]
         settings += [f"net.ipv6.conf.{link}.accept_dad=1" for link in links_of(lab, node)]
@@ -69,3 +70,17 @@ def test_links_that_appear_down_are_brought_up_once_and_put_down_at_stop(
     os.kill(n1.pid or 0, signal.SIGTERM)
     lab.wait_exit(n1)
     assert "state DOWN" in lab.exec(n1, "ip", "link", "show", "v1x2").stdout  # as found
+
+
+def test_real_links_lab_has_the_kernels_dad_and_links_down_until_plugged() -> None:
+    lab = Lab.create(f"rl{os.getpid() % 10000}", 2, "line", ["--mode", "always"], True)
+    try:
+        n1 = lab.nodes[0]
+        assert sysctl(lab, n1, "net.ipv6.conf.v1x2.accept_dad") == "1"
+        assert "state DOWN" in lab.exec(n1, "ip", "link", "show", "v1x2").stdout
+        lab.plug_all()
+        assert "DOWN" not in lab.exec(n1, "ip", "link", "show", "v1x2").stdout.split(">")[0]
+        shown = lab.exec(n1, "ip", "-6", "addr", "show", "dev", "v1x2").stdout
+        assert "tentative" in shown, shown  # no babblerd: DAD as on a machine
+    finally:
+        lab.down()
