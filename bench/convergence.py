@@ -11,6 +11,7 @@ Scenarios, each repeated --runs times per mode:
               links
   plug-line3-dad  the same with the kernel's duplicate address detection, as on real
               cables (the lab's --real-links)
+  kill-ring10-dad  kill-ring10 on real links (plugged once every daemon runs)
 Modes: babbler (its defaults), babeld alone with its defaults (hello 4 s), babeld alone with
 babbler's hello interval (0.1 s). Times start when the first daemon is exec'd.
 
@@ -31,14 +32,22 @@ from meshes import BABBLER_MODES, MODES, Mesh, wait_reachable
 from babbler.lab import Lab, link_name
 
 LIMIT = 120.0
-SCENARIOS = ("up-line4", "join-line4", "up-ring10", "kill-ring10", "plug-line3", "plug-line3-dad")
+SCENARIOS = (
+    "up-line4",
+    "join-line4",
+    "up-ring10",
+    "kill-ring10",
+    "plug-line3",
+    "plug-line3-dad",
+    "kill-ring10-dad",
+)
 
 
 def run_once(scenario: str, mode: str, tag: str) -> float:
     nodes, topology = (4, "line") if scenario.endswith("line4") else (10, "ring")
     if scenario.startswith("plug"):
         nodes, topology = 3, "line"
-    real = scenario == "plug-line3-dad"
+    real = scenario.endswith("-dad")
     lab = Lab.create(f"bc{tag}", nodes, topology, ["--mode", "always"], real_links=real)
     mesh = Mesh(lab, mode)
     try:
@@ -79,6 +88,8 @@ def run_once(scenario: str, mode: str, tag: str) -> float:
             mesh.start(node)
         for node in lab.nodes:
             mesh.ready(node)
+        if real:
+            lab.plug_all()
         wait_reachable(lab, mesh, lab.nodes, time.monotonic(), LIMIT)
         time.sleep(3)
         victim = lab.nodes[5]
