@@ -31,7 +31,14 @@ from ipaddress import IPv4Network, IPv6Network
 TABLE = 96
 PRIORITY = 6696  # the first of ours; ours end at PRIORITY + 4
 LAST_PRIORITY = PRIORITY + 4
+PROTOCOL = 42  # RTPROT_BABEL: babeld's routes, and the rules babblerd adds for them
 LOOPBACK = "lo"
+
+
+def ours(protocol: int | None, priority: int | None) -> bool:
+    """Whether a rule the kernel lists is one of babblerd's: marked with PROTOCOL, at
+    babblerd's priorities (a rule of someone else's is never touched)."""
+    return protocol == PROTOCOL and PRIORITY <= (priority or 0) <= LAST_PRIORITY
 
 
 @dataclass(frozen=True, order=True)

@@ -7,7 +7,6 @@ but the state dir; what could not be read is None, and the check says so."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -18,16 +17,16 @@ from pathlib import Path
 from babbler.client import Client
 from babbler.client.model import Status
 from babbler.core.errors import BabblerError
-from babbler.core.fence import LAST_PRIORITY, PRIORITY
+from babbler.core.fence import ours
 from babbler.core.links import Link
 from babbler.core.platform import DEFAULT_STATE_DIR, IS_DARWIN
 from babbler.daemon.links import darwin, sysfs
+from babbler.daemon.sysctls import ProcSys, read_record
 from babbler.ui.doctor import Facts, LinkFacts, LinuxFacts, MacFacts
 
 Run = Callable[[Sequence[str]], str]  # a command's output; raises OSError if it cannot run
 SYS_NET = Path("/sys/class/net")
-PROC_SYS = Path("/proc/sys")
-RTPROT_BABEL = 42
+PROC_SYS = ProcSys()
 FIREWALL = "/usr/libexec/ApplicationFirewall/socketfilterfw"
 
 
@@ -65,15 +64,10 @@ def leftovers(state_dir: Path) -> list[str] | None:
     """Settings a babblerd recorded and did not put back; None when the state dir cannot be
     read (it is root's, 0700)."""
     try:
-        kept = json.loads((state_dir / "sysctls").read_text())
-    except FileNotFoundError:
-        return []
-    except (OSError, ValueError):
+        record = read_record(state_dir, PROC_SYS.read(PROC_SYS.boot_name) or "")
+    except OSError:
         return None
-    if not isinstance(kept, dict) or kept.get("boot") != _read(PROC_SYS / "kernel/random/boot_id"):
-        return []
-    entries = kept.get("set")
-    return sorted(str(n).replace("/", ".") for n in entries) if isinstance(entries, dict) else []
+    return sorted(name.replace("/", ".") for name in record)
 
 
 # -- Linux ------------------------------------------------------------------------------------
@@ -110,22 +104,17 @@ def babbler_rules() -> int | None:
             found = ip.get_rules()
     except Exception:  # pyroute2 raises its own kinds too: the check says "could not read"
         return None
-    return sum(
-        1
-        for rule in found
-        if rule.get_attr("FRA_PROTOCOL") == RTPROT_BABEL
-        and PRIORITY <= (rule.get_attr("FRA_PRIORITY") or 0) <= LAST_PRIORITY
-    )
+    return sum(1 for r in found if ours(r.get_attr("FRA_PROTOCOL"), r.get_attr("FRA_PRIORITY")))
 
 
 def linux_facts(links: dict[str, Link], mesh: set[str]) -> LinuxFacts:
     names = ("net.ipv6.conf.all.forwarding", "net.ipv4.ip_forward")
-    sysctls = {n: _read(PROC_SYS / n.replace(".", "/")) for n in names}
+    sysctls = {n: PROC_SYS.read(n.replace(".", "/")) for n in names}
     others = [n for n, link in links.items() if n not in mesh and not link.is_loopback]
     accept_ra = {
         n: value
         for n in [*sorted(others), "default"]
-        if (value := _read(PROC_SYS / f"net/ipv6/conf/{n}/accept_ra")) is not None
+        if (value := PROC_SYS.read(f"net/ipv6/conf/{n}/accept_ra")) is not None
     }
     bus = Path("/sys/bus/thunderbolt/devices")
     controller = bus.is_dir() and any(bus.iterdir())
@@ -150,9 +139,7 @@ def _try(run: Run, args: Sequence[str]) -> str | None:
 
 def mac_facts(run: Run) -> tuple[tuple[LinkFacts, ...], MacFacts]:
     ports = darwin.hardware_ports(_try(run, ["networksetup", "-listallhardwareports"]) or "")
-    shown = _try(run, ["ifconfig"]) or ""
-    states = darwin.ifconfig_states(shown)
-    speeds = darwin.media_speeds(shown)
+    states = darwin.ifconfig_states(_try(run, ["ifconfig"]) or "")
     links = []
     for name, state in sorted(states.items()):
         port = ports.get(name)
@@ -167,7 +154,7 @@ def mac_facts(run: Run) -> tuple[tuple[LinkFacts, ...], MacFacts]:
                 carrier=state.active,
                 link_local=state.link_local,
                 mtu=state.mtu,
-                speed_mbps=speeds.get(name),
+                speed_mbps=state.speed_mbps,
                 thunderbolt=bool(port and darwin.THUNDERBOLT_PORT.match(port)),
                 port=port,
             )

@@ -151,14 +151,27 @@ class Sysctls:
         if self._settings is None:
             return []
         try:
-            kept = json.loads((self._state_dir / FILE).read_text())
-        except (OSError, ValueError):
+            self.changed.update(read_record(self._state_dir, self._boot))
+        except OSError:
             return []
-        if not isinstance(kept, dict) or kept.get("boot") != self._boot:
-            return []  # another boot: every setting is the system's own again
-        entries = kept.get("set")
-        if isinstance(entries, dict):
-            for name, pair in entries.items():
-                if isinstance(pair, list) and len(pair) == 2:
-                    self.changed[str(name)] = (str(pair[0]), str(pair[1]))
         return self.restore()
+
+
+def read_record(state_dir: Path, boot: str) -> dict[str, tuple[str, str]]:
+    """What the record in `state_dir` says a babblerd of `boot` changed and did not put
+    back: {name: (before, ours)}; empty for no record, another boot or nonsense. Raises
+    OSError when the record cannot be read (the state dir is root's, 0700)."""
+    try:
+        kept = json.loads((state_dir / FILE).read_text())
+    except FileNotFoundError:
+        return {}
+    except ValueError:
+        return {}
+    if not isinstance(kept, dict) or kept.get("boot") != boot:
+        return {}  # another boot: every setting is the system's own again
+    entries = kept.get("set")
+    return {
+        str(name): (str(pair[0]), str(pair[1]))
+        for name, pair in (entries.items() if isinstance(entries, dict) else ())
+        if isinstance(pair, list) and len(pair) == 2
+    }

@@ -57,3 +57,8 @@ def as_nobody(*caps: str) -> list[str]:
         wanted = ",".join(f"+{cap}" for cap in caps)
         args += [f"--inh-caps={wanted}", f"--ambient-caps={wanted}"]
     return args
+
+
+def sysctl(lab: Lab, node: Node, name: str) -> str:
+    """A kernel setting inside a node's namespace (`net.ipv6.conf.all.forwarding`)."""
+    return lab.exec(node, "sysctl", "-n", name).stdout.strip()

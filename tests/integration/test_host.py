@@ -16,7 +16,7 @@ import pytest
 
 from babbler.core.fence import TABLE
 from babbler.lab import Lab, Node, netns, probe
-from tests.integration.helpers import LabFactory, until
+from tests.integration.helpers import LabFactory, sysctl, until
 from tests.needs import tool
 
 pytestmark = pytest.mark.integration
@@ -33,10 +33,6 @@ RADVD_CONF = """interface up0 {
 # still there after 30 s means the node still takes the RAs that follow.
 RA_LIFETIME = 9.0
 RUNNING = 30.0
-
-
-def sysctl(lab: Lab, node: Node, name: str) -> str:
-    return lab.exec(node, "sysctl", "-n", name).stdout.strip()
 
 
 def default_route(lab: Lab, node: Node) -> str:

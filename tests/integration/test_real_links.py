@@ -11,7 +11,7 @@ import signal
 import pytest
 
 from babbler.lab import Lab, Node, netns
-from tests.integration.helpers import WAIT, LabFactory, until
+from tests.integration.helpers import WAIT, LabFactory, sysctl, until
 
 pytestmark = pytest.mark.integration
 
@@ -30,10 +30,6 @@ def as_cables(lab: Lab) -> None:
 def links_of(lab: Lab, node: Node) -> list[str]:
     shown = lab.exec(node, "ip", "-o", "link", "show").stdout.split("\n")
     return [line.split(":")[1].strip().split("@")[0] for line in shown if ": v" in line]
-
-
-def sysctl(lab: Lab, node: Node, name: str) -> str:
-    return lab.exec(node, "sysctl", "-n", name).stdout.strip()
 
 
 def test_a_plugged_cable_has_a_usable_link_local_at_once(make_lab: LabFactory) -> None:

@@ -16,7 +16,7 @@ import pytest
 
 from babbler.ctl.keygen import write_new_key
 from babbler.lab import Lab, Node
-from tests.integration.helpers import NOBODY, WAIT, LabFactory, as_nobody
+from tests.integration.helpers import NOBODY, WAIT, LabFactory, as_nobody, sysctl
 
 pytestmark = pytest.mark.integration
 
@@ -53,11 +53,7 @@ def test_unprivileged_daemon_with_the_units_capabilities_routes_through(
     write_new_key(key)
     owned_by_nobody(n2)
     forwarding = "net.ipv6.conf.all.forwarding"
-
-    def sysctl(name: str) -> str:
-        return lab.exec(n2, "sysctl", "-n", name).stdout.strip()
-
-    assert sysctl(forwarding) == "0"
+    assert sysctl(lab, n2, forwarding) == "0"
     unit = as_nobody("net_admin", "net_raw")
     daemon = [sys.executable, "-m", "babbler.daemon.cli", "--run-dir", str(n2.run_dir)]
     refused = lab.exec(n2, *unit, *daemon, "--key-file", str(key))  # the key file itself
@@ -74,11 +70,17 @@ def test_unprivileged_daemon_with_the_units_capabilities_routes_through(
     assert status["keyed"] is True
     assert status["babeld"]["pid"] and uid_of(status["babeld"]["pid"]) == NOBODY
     assert (n2.state_dir / "node-id").stat().st_uid == NOBODY
-    assert sysctl(forwarding) == "1" and sysctl("net.ipv6.conf.v2x1.accept_ra") == "0"
+    assert (
+        sysctl(lab, n2, forwarding) == "1"
+        and sysctl(lab, n2, "net.ipv6.conf.v2x1.accept_ra") == "0"
+    )
     assert "lookup 96" in lab.exec(n2, "ip", "-6", "rule").stdout
     os.kill(n2.pid, signal.SIGTERM)
     lab.wait_exit(n2)
-    assert sysctl(forwarding) == "0" and sysctl("net.ipv6.conf.v2x1.accept_ra") == "1"
+    assert (
+        sysctl(lab, n2, forwarding) == "0"
+        and sysctl(lab, n2, "net.ipv6.conf.v2x1.accept_ra") == "1"
+    )
     assert "proto babel" not in lab.exec(n2, "ip", "-6", "rule").stdout
 
 

@@ -164,17 +164,8 @@ MEDIA_SPEED = re.compile(r"\((\d+(?:\.\d+)?)(G?)base", re.IGNORECASE)
 def media_speeds(ifconfig_text: str) -> dict[str, int]:
     """Interface -> Mb/s from `ifconfig`'s `media:` lines ("autoselect (10Gbase-T
     <full-duplex>)" -> 10000); interfaces whose media names no speed are left out."""
-    speeds: dict[str, int] = {}
-    current = None
-    for line in ifconfig_text.splitlines():
-        if line and not line[0].isspace() and ":" in line:
-            current = line.split(":", 1)[0]
-        elif current and line.strip().startswith("media:"):
-            found = MEDIA_SPEED.search(line)
-            if found:
-                number = float(found.group(1)) * (1000 if found.group(2) else 1)
-                speeds[current] = round(number)
-    return speeds
+    states = ifconfig_states(ifconfig_text)
+    return {name: state.speed_mbps for name, state in states.items() if state.speed_mbps}
 
 
 @dataclass(frozen=True)
@@ -185,6 +176,7 @@ class IfconfigState:
     active: bool | None  # `status: active` (a cable with a live far end); None: no status line
     mtu: int | None
     link_local: bool  # an fe80:: address that is not tentative, duplicated or detached
+    speed_mbps: int | None = None  # from the `media:` line, when it names a speed
 
 
 def ifconfig_states(ifconfig_text: str) -> dict[str, IfconfigState]:
@@ -205,9 +197,13 @@ IFCONFIG_HEADER = re.compile(r"^(\S+): flags=\w+<([^>]*)>(?: mtu (\d+))?")
 def _ifconfig_state(lines: list[str]) -> IfconfigState:
     header = IFCONFIG_HEADER.match(lines[0])
     assert header is not None
-    active, link_local = None, False
-    for words in (line.split() for line in lines[1:]):
-        if words[:1] == ["status:"] and len(words) > 1:
+    active, link_local, speed = None, False, None
+    for line in lines[1:]:
+        words = line.split()
+        found = MEDIA_SPEED.search(line) if words[:1] == ["media:"] else None
+        if found:
+            speed = round(float(found.group(1)) * (1000 if found.group(2) else 1))
+        elif words[:1] == ["status:"] and len(words) > 1:
             active = words[1] == "active"
         elif len(words) > 1 and words[0] == "inet6" and words[1].lower().startswith("fe80:"):
             link_local = link_local or not {"tentative", "duplicated", "detached"} & set(words)
@@ -217,6 +213,7 @@ def _ifconfig_state(lines: list[str]) -> IfconfigState:
         active=active,
         mtu=int(mtu) if mtu else None,
         link_local=link_local,
+        speed_mbps=speed,
     )
 
 
@@ -400,8 +397,7 @@ class DarwinKernel:
             except KernelError:
                 continue  # gone since the listing
             masters.update(dict.fromkeys(members, indexes[bridge]))
-        shown = await run(["ifconfig"])
-        speeds, states = media_speeds(shown), ifconfig_states(shown)
+        states = ifconfig_states(await run(["ifconfig"]))
         return {
             name: build_link(
                 name,
@@ -410,7 +406,7 @@ class DarwinKernel:
                 bridge_index=masters.get(name),
                 up=name in up,
                 inet6=self._system.inet6(name),
-                speed_mbps=speeds.get(name),
+                speed_mbps=states[name].speed_mbps if name in states else None,
                 inet=self._system.inet(name),
                 mtu=states[name].mtu if name in states else None,
             )

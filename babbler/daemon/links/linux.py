@@ -54,7 +54,7 @@ from pyroute2.netlink.rtnl.marshal import MarshalRtnl
 from pyroute2.netlink.rtnl.rtmsg import rtmsg
 
 from babbler.core.errors import KernelError
-from babbler.core.fence import LAST_PRIORITY, PRIORITY, Rule
+from babbler.core.fence import PROTOCOL, Rule, ours
 from babbler.core.ipv4 import HostRoute
 from babbler.core.links import AddressChange, Link
 from babbler.core.platform import NODE_ADDRESS_LABEL
@@ -66,7 +66,7 @@ IFA_F_NODAD = 0x02
 IFA_F_DEPRECATED = 0x20
 FOREVER = 0xFFFFFFFF  # an address lifetime without end
 RTN_LOCAL, RTN_BROADCAST = 2, 3
-RTPROT_BABEL = 42  # babeld's routes, and the rules babblerd adds for them (core/fence.py)
+RTPROT_BABEL = PROTOCOL  # babeld's routes, and the rules babblerd adds for them
 FIB_RULE_INVERT = 0x2
 ACTIONS = {
     "lookup": FR_ACT_TO_TBL,
@@ -331,7 +331,7 @@ def _rule_msg(rule: Rule) -> Any:
 def _rule_from(msg: Any) -> Rule | None:
     """A rule the kernel listed, if it is one of babblerd's."""
     priority = msg.get_attr("FRA_PRIORITY") or 0
-    if msg.get_attr("FRA_PROTOCOL") != RTPROT_BABEL or not PRIORITY <= priority <= LAST_PRIORITY:
+    if not ours(msg.get_attr("FRA_PROTOCOL"), priority):
         return None
     family = 4 if msg["family"] == socket.AF_INET else 6
     action = next((name for name, code in ACTIONS.items() if code == msg["action"]), None)
