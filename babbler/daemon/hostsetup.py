@@ -103,12 +103,13 @@ class HostSetup:
     ) -> list[tuple[str, str]]:
         if IS_DARWIN:
             return plan_darwin(ipv4) if mesh else []
+        # The host's own values, not the 2 set by an earlier pass: else the next pass would
+        # put 1 back and set 2 again, a window without RAs while forwarding is on (seen in CI)
+        names = [n for n, link in links.items() if n not in mesh and not link.is_loopback]
         others = {
-            name: self._sysctls.read(f"net/ipv6/conf/{name}/accept_ra") or ""
-            for name, link in links.items()
-            if name not in mesh and not link.is_loopback
+            name: self._sysctls.underlying(f"net/ipv6/conf/{name}/accept_ra") or ""
+            for name in [*names, "default"]
         }
-        others["default"] = self._sysctls.read("net/ipv6/conf/default/accept_ra") or ""
         return plan(others, mesh, ipv4, selected)
 
     def apply(

@@ -106,6 +106,13 @@ class Sysctls:
         """What `name` holds now (None: unreadable, or a kernel babblerd leaves alone)."""
         return None if self._settings is None else self._settings.read(name)
 
+    def underlying(self, name: str) -> str | None:
+        """What `name` would hold without babblerd: the value it held before babblerd set
+        it, while it still holds babblerd's; else what it holds now."""
+        now = self.read(name)
+        before, ours = self.changed.get(name, (None, None))
+        return before if before is not None and now == ours else now
+
     def set(self, name: str, value: str) -> bool:
         """Make `name` hold `value`, recording what it held first. False when it could not
         be read or written (the reason is in `problem`)."""

@@ -112,6 +112,40 @@ def test_a_link_that_joins_or_leaves_the_mesh_gets_its_own_values_back(tmp_path:
     assert read() == values
 
 
+class Writes(ProcSys):
+    """/proc/sys on a directory, remembering every write."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.writes: list[tuple[str, str]] = []
+
+    def write(self, name: str, value: str) -> None:
+        self.writes.append((name, value))
+        super().write(name, value)
+
+
+def test_a_setup_done_stays_done_through_every_refresh(tmp_path: Path) -> None:
+    """Each refresh plans again from the host's own values, not from the 2 an earlier pass
+    set: the uplink never goes back to 1 for a moment while forwarding is on (RAs lost; CI
+    caught it there once), and nothing is written when nothing changed."""
+    values = {FORWARDING: "0", "net/ipv6/conf/default/accept_ra": "1"}
+    values["net/ipv6/conf/eth0/accept_ra"] = "1"
+    proc = Writes(fake_proc(tmp_path, values))
+    setup = HostSetup(Sysctls(tmp_path, proc, boot="b"))
+    links = {n: Link(n, i) for i, n in enumerate(("eth0", "v1"), 2)}
+    setup.apply(links, {"v1"})
+    assert ("net/ipv6/conf/eth0/accept_ra", "2") in proc.writes
+    proc.writes.clear()
+    for _ in range(3):
+        setup.apply(links, {"v1"})
+    assert proc.writes == []
+    (proc.root / "net/ipv6/conf/eth0/accept_ra").write_text("0\n")  # the admin's, since
+    setup.apply(links, {"v1"})
+    assert proc.writes == []  # theirs: neither put back nor set again
+    setup.apply(links, set())
+    assert (proc.root / "net/ipv6/conf/eth0/accept_ra").read_text() == "0\n"
+
+
 class FakeSysctl:
     """sysctl(8) as macOS answers it, on a dict."""
 
