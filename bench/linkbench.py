@@ -7,6 +7,8 @@ shaped    a ring of 4 with tc tbf: n2 -> n3 at 100 Mbit/s, n4 -> n1 at 1 Gbit/s;
           babblerctl bench --ring, and iperf3 on each shaped path; each against the rate
 sweep     babblerctl bench n2: one message of each size, 1 KiB to 1 GiB (table; --svg
           draws it)
+--mtus    only the unshaped line, once per MTU (the daemons size the links: --mtu N),
+          e.g. --mtus 1500,9000,65520
 
   sudo .venv/bin/python bench/linkbench.py [--runs 3] [--duration 5] [--svg docs/bench.svg]
 """
@@ -84,6 +86,17 @@ def wait_named(lab: Lab, node: Node, others: int) -> None:
     raise RuntimeError(f"{node.name} does not know the others by name")
 
 
+def wait_sized(lab: Lab, mtu: int) -> None:
+    """Until every link of the lab runs at `mtu` (babblerd sizes both ends of each)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        shown = [i["mtu"] for n in lab.nodes for i in lab.status(n)["interfaces"]]
+        if shown and all(size == mtu for size in shown):
+            return
+        time.sleep(0.2)
+    raise RuntimeError(f"the links are not all at MTU {mtu}")
+
+
 def started(lab: Lab) -> Node:
     """Start the lab's daemons; n1, once it reaches and knows every other node by name."""
     lab.start_all()
@@ -92,10 +105,15 @@ def started(lab: Lab) -> Node:
     return lab.nodes[0]
 
 
-def unshaped(runs: int, seconds: float, ipv4: bool = False) -> list[dict[str, Any]]:
-    lab = Lab.create(f"bl{os.getpid() % 10000}", 3, "line", ["--mode", "always"])
+def unshaped(
+    runs: int, seconds: float, ipv4: bool = False, mtu: int | None = None
+) -> list[dict[str, Any]]:
+    sized = ["--mtu", str(mtu)] if mtu else []
+    lab = Lab.create(f"bl{os.getpid() % 10000}", 3, "line", ["--mode", "always", *sized])
     try:
         n1 = started(lab)
+        if mtu:
+            wait_sized(lab, mtu)
         out = []
         for target in lab.nodes[1:]:
             address = lab.status(target)["node_address_v4" if ipv4 else "node_address"]
@@ -190,6 +208,7 @@ def main() -> None:
     parser.add_argument(
         "--ipv4", action="store_true", help="only the unshaped paths, over IPv4 node addresses"
     )
+    parser.add_argument("--mtus", help="only the unshaped paths, at each of these MTUs")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     common.need_root()
@@ -203,6 +222,18 @@ def main() -> None:
         header = ["path", "hops", "babblerctl bench -4", "iperf3 -4", "ratio"]
         print(common.table(f"IPv4, one TCP stream, medians of {runs} (Gbit/s)", header, rows))
         print(f"\nwrote {common.write('linkbench-ipv4', {'unshaped': over}, args.out)}")
+        return
+    if args.mtus:
+        mtus = [int(size) for size in args.mtus.split(",")]
+        by_mtu = {size: unshaped(runs, seconds, mtu=size) for size in mtus}
+        rows = [
+            [size, r["path"], r["hops"], r["babbler_gbit_s"], r["iperf3_gbit_s"], r["ratio"]]
+            for size, over in by_mtu.items()
+            for r in over
+        ]
+        header = ["MTU", "path", "hops", "babblerctl bench", "iperf3", "ratio"]
+        print(common.table(f"one TCP stream by MTU, medians of {runs} (Gbit/s)", header, rows))
+        print(f"\nwrote {common.write('linkbench-mtu', {'by_mtu': by_mtu}, args.out)}")
         return
     plain = unshaped(runs, seconds)
     print(

@@ -19,6 +19,7 @@ from babbler.core.cost import MAX_OVERRIDE
 from babbler.core.errors import ConfigError
 from babbler.core.ipv4 import DEFAULT_PREFIX as DEFAULT_IPV4_PREFIX
 from babbler.core.ipv4 import parse_prefix
+from babbler.core.mtu import MAX_MTU, MIN_MTU
 from babbler.core.platform import DEFAULT_RUN_DIR, DEFAULT_STATE_DIR, SOCKET_NAME
 
 TYPE_CHECKING = False  # typing costs 3 ms of babblerd's start (cli.py)
@@ -69,6 +70,7 @@ class Config:
     interface: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
     bring_up: tuple[str, ...] = ()  # links brought up once when they appear down (+ Thunderbolt)
+    mtu: int | None = None  # None: auto (Thunderbolt cables at the largest both ends take)
     node_id: int | None = None
     hello_interval: float = DEFAULT_HELLO_INTERVAL
     log_format: str | None = None  # None: json unless stderr is a terminal
@@ -214,6 +216,18 @@ def _port(key: str, value: Any) -> int:
     return port
 
 
+def _mtu(key: str, value: Any) -> int | None:
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return None
+    try:
+        size = int(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{key}: expected auto or a size in bytes, got {value!r}") from None
+    if isinstance(value, bool | float) or not MIN_MTU <= size <= MAX_MTU:
+        raise ConfigError(f"{key}: expected auto or {MIN_MTU} to {MAX_MTU} bytes, got {value!r}")
+    return size
+
+
 def _info(key: str, value: Any) -> tuple[tuple[str, str | int | float | bool], ...]:
     """`KEY=VALUE` strings (flags) or a file table {KEY = value}: the user fields of node
     info, small enough that the answer stays under its cap."""
@@ -313,6 +327,14 @@ SETTINGS: tuple[Setting, ...] = (
         reloadable=True,
         metavar="GLOB",
         repeatable=True,
+    ),
+    Setting(
+        "mtu",
+        _mtu,
+        "auto: each Thunderbolt cable runs at the largest MTU both ends take (learned from "
+        "the far end's node info); N: every mesh link at most N bytes, at the smaller of "
+        "what both ends offer; other links keep their size under auto [default: auto]",
+        metavar="auto|N",
     ),
     Setting("node-id", _node_id, "12 hex digits; overrides <state-dir>/node-id", metavar="HEX"),
     Setting(

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from ipaddress import IPv6Network
 from typing import Any
 
+from babbler.core import mtu
 from babbler.core.addressing import format_node_id, node_address, node_id_of, node_range
 from babbler.core.cost import Overrides, link_cost
 from babbler.core.graph import Graph
@@ -43,6 +44,7 @@ class Facts:
     # addresses_v4; empty while the daemon has not said.
     ipv4: dict[str, Any] = field(default_factory=dict)
     brought_up: frozenset[str] = frozenset()  # links babblerd brought up (and holds up)
+    mtu: int | None = None  # --mtu (None: auto): what `max_mtu` offers (core/mtu.py)
 
 
 def addresses(facts: Facts) -> list[dict[str, str]]:
@@ -68,7 +70,7 @@ def interfaces(facts: Facts) -> list[dict[str, Any]]:
             "cost": link_cost(link, facts.costs),
             "brought_up": link.name in facts.brought_up,
             "mtu": link.mtu,
-            "max_mtu": link.max_mtu,
+            "max_mtu": mtu.offer(link, facts.mtu),
         }
         for link in selected_links(facts.links, facts.selector)
     ]

@@ -22,8 +22,8 @@ import trio
 
 from babbler import __version__
 from babbler.bench import supervise
-from babbler.core import fence, views
-from babbler.core.addressing import MESH_PREFIX, node_address
+from babbler.core import fence, mtu, views
+from babbler.core.addressing import MESH_PREFIX, format_node_id, node_address
 from babbler.core.addrplan import AddressPlan, IndexBook, plan, wanted_addresses
 from babbler.core.config import Config, down_hold, reloaded
 from babbler.core.cost import UNKNOWN_COST, link_cost
@@ -226,6 +226,7 @@ class Daemon:
             ipv4=self.ipv4.view(),
             nodes=tuple(self.nodes.view()) if with_nodes else (),
             brought_up=frozenset(self._brought),
+            mtu=self.config.mtu,
         )
 
     def status(self, asker: object = None) -> dict[str, Any]:
@@ -387,8 +388,9 @@ class Daemon:
             self.host_setup.apply(new, forwarding, skip=skip, ipv4=ipv4, selected=selected)
             if self.active:  # after the setup: no DAD on them from the start
                 await self._bring_up(new)
+            resized = await self._fit_mtu(new) if self.active else False
             await self.fence.apply(rules)  # removed after it stopped
-            if todo:
+            if todo or resized:
                 self.links = keep_speeds(await self.kernel.read_links(), self.links)
             if change or todo:
                 self.links_changed.notify()
@@ -416,6 +418,38 @@ class Daemon:
                 continue
             self._brought[link.name] = link.index
             log.info("link brought up", interface=link.name)
+
+    def _mtu_targets(self, links: dict[str, Link]) -> dict[str, int]:
+        """Each sized mesh link's MTU as both ends offer it (core/mtu.py), where it differs."""
+        table = self.mesh.table
+        link_locals = {e.handle: e.field("ipv6") or "" for e in table.entries("interface")}
+        neighbours: dict[str, set[str]] = {}
+        for (_, name), node in views.neighbour_nodes(table).items():
+            neighbours.setdefault(name or "", set()).add(node)
+        infos = [
+            (format_node_id(known.node_id), known.info)
+            for known in self.nodes.book.nodes.values()
+            if known.info is not None
+        ]
+        far = mtu.far_offers(link_locals, infos, neighbours, format_node_id(self.node_id))
+        used = [links[name] for name in usable_names(links, self.selector)]
+        return mtu.targets(used, self.config.mtu, far)
+
+    async def _fit_mtu(self, links: dict[str, Link]) -> bool:
+        """Both ends of each sized cable at the same, largest, MTU; True if one changed."""
+        changed = False
+        for name, size in sorted(self._mtu_targets(links).items()):
+            link = links[name]
+            try:
+                await self.kernel.set_mtu(link, size)
+            except KernelError as error:
+                log.warning("cannot set MTU", interface=name, mtu=size, error=str(error))
+                continue
+            changed = True
+            log.info("MTU set", interface=name, mtu=size, was=link.mtu)
+            far = views.neighbour_nodes(self.mesh.table)
+            self.nodes.ask_again(int(node, 16) for (_, on), node in far.items() if on == name)
+        return changed
 
     async def _put_down(self) -> None:
         """On stop: the links babblerd brought up go down again, as it found them."""
@@ -457,9 +491,12 @@ class Daemon:
             self._publish_node()
 
     def _node_answered(self, node: int, info: dict[str, Any]) -> None:
-        """Another node's info came: it may hold our IPv4 node address (a collision)."""
+        """Another node's info came: it may hold our IPv4 node address (a collision), or
+        the size it offers on a cable to this node."""
         if self.ipv4.collision(node, info, self.node_id):
             self.cables_changed.notify()  # re-address now
+        elif self.active and self._mtu_targets(self.links):
+            self.cables_changed.notify()  # resize now
 
     async def _follow_cables(self) -> None:
         """babeld's links and neighbours make the cable addresses: reconcile when they

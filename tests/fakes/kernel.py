@@ -84,3 +84,7 @@ class FakeKernel:
     async def set_link_up(self, link: Link, up: bool) -> None:
         if link.name in self.links:
             self.set_link(replace(self.links[link.name], up=up))
+
+    async def set_mtu(self, link: Link, size: int) -> None:
+        if link.name in self.links:
+            self.set_link(replace(self.links[link.name], mtu=size))

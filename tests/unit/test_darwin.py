@@ -240,3 +240,19 @@ async def test_links_are_brought_up_and_down_with_ifconfig_and_settings_with_sys
     assert mac.ran[-2:] == [("ifconfig", "en4", "up"), ("ifconfig", "en4", "down")]
     assert isinstance(kernel.settings, SysctlCommand)  # forwarding through sysctl(8)
     assert await kernel.read_rules() == set()  # no policy routing: docs/security.md
+
+
+async def test_thunderbolt_offers_9000_and_sizes_are_set_with_ifconfig(mac: FakeMac) -> None:
+    """macOS: ifconfig gives each link's MTU; only Thunderbolt's largest is known (9000),
+    so under auto the Thunderbolt cable is sized and Ethernet is not."""
+    from babbler.core import mtu
+
+    kernel = DarwinKernel(mac.system(), None)
+    links = await kernel.read_links()
+    assert links["en4"].is_thunderbolt and links["en4"].max_mtu == 9000
+    assert links["en0"].max_mtu is None and links["en0"].mtu == 1500
+    far = {"en4": 65520, "en0": 9000}  # a Linux far end on each
+    wanted = mtu.targets([links["en4"], links["en0"]], mtu.AUTO, far)
+    assert wanted == {"en4": 9000}
+    await kernel.set_mtu(links["en4"], wanted["en4"])
+    assert mac.ran[-1] == ("ifconfig", "en4", "mtu", "9000")

@@ -50,3 +50,6 @@ class Kernel(Protocol):
 
     async def set_link_up(self, link: Link, up: bool) -> None:
         """Set a link administratively up or down. Raises KernelError."""
+
+    async def set_mtu(self, link: Link, size: int) -> None:
+        """Set a link's MTU in bytes. Raises KernelError."""

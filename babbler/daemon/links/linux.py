@@ -230,6 +230,13 @@ class LinuxKernel:
         msg["change"] = IFF_UP
         await self._request(msg, RTM_NEWLINK, NLM_F_REQUEST | NLM_F_ACK)
 
+    async def set_mtu(self, link: Link, size: int) -> None:
+        msg = ifinfmsg()
+        msg["family"] = socket.AF_UNSPEC
+        msg["index"] = link.index
+        msg["attrs"] = [("IFLA_MTU", size)]
+        await self._request(msg, RTM_NEWLINK, NLM_F_REQUEST | NLM_F_ACK)
+
     async def remove_address(self, change: AddressChange) -> None:
         try:
             await self._request(self._address_msg(change), RTM_DELADDR, NLM_F_REQUEST | NLM_F_ACK)

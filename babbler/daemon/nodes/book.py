@@ -205,6 +205,13 @@ class NodeBook:
         due = self.next_due()
         return min([*holds, *([] if due is None else [due])], default=None)
 
+    def changed(self, node: int, now: float) -> None:
+        """Something the node's info says has likely changed (this node resized the cable
+        between them: the far end follows): ask it again RELINKED from now."""
+        known = self.nodes.get(node)
+        if known is not None and known.fetched_at is not None:
+            known.relinked_at = now
+
     def asking(self, node: int, now: float) -> None:
         if node in self.nodes:
             self.nodes[node].asked_at, self.nodes[node].in_flight = now, True

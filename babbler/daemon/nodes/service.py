@@ -63,6 +63,12 @@ class NodeService:
     def routes_changed(self) -> None:
         self._routes_changed.set()
 
+    def ask_again(self, nodes: Iterable[int]) -> None:
+        """Ask these nodes again soon (book.changed)."""
+        for node in nodes:
+            self.book.changed(node, trio.current_time())
+        self._routes_changed.set()
+
     def watchers_changed(self) -> None:
         """A `watch` client came or the last one went: the first one's snapshot was made just
         now, so node events start from it."""
