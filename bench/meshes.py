@@ -24,6 +24,7 @@ BABBLER_MODES = {
     "babbler-hello-0.25": ["--hello-interval", "0.25"],
     "babbler-ipv4": [],  # babbler with its defaults, probed over IPv4 node addresses
     "babbler-ipv4-off": ["--ipv4-prefix", "off"],
+    "babbler-cost-96": ["--cost", "v*=96"],  # babeld's own default rxcost on wired links
 }
 
 

@@ -64,21 +64,23 @@ def far_offers(
     babeld uses it; `infos`: (node id, node info) of the other nodes; `neighbours`: link ->
     the node ids babeld knows as neighbours on it (empty while it does not know: then any
     node listing the link-local counts). Two far ends claiming one link (an answer from
-    before a cable moved): the smaller offer, which both can run."""
-    by_address = {address: name for name, address in link_locals.items()}
+    before a cable moved): the smaller offer, which both can run. One link-local on two
+    links (set by hand): each of them, unless babeld knows another node there."""
+    by_address: dict[str, list[str]] = {}
+    for name, address in link_locals.items():
+        by_address.setdefault(address, []).append(name)
     out: dict[str, int] = {}
     for node, info in infos:
         theirs = {
             str(i.get("name")): valid(i.get("max_mtu")) for i in _dicts(info.get("interfaces"))
         }
         for neighbour in _dicts(info.get("neighbours")):
-            name = by_address.get(str(neighbour.get("address")))
-            if name is None or neighbour.get("node_id") not in (None, me):
-                continue
-            if neighbours.get(name) and node not in neighbours[name]:
-                continue  # babeld has another node on this link now
             size = theirs.get(str(neighbour.get("interface")))
-            if size is not None:
+            if size is None or neighbour.get("node_id") not in (None, me):
+                continue
+            for name in by_address.get(str(neighbour.get("address")), []):
+                if neighbours.get(name) and node not in neighbours[name]:
+                    continue  # babeld has another node on this link now
                 out[name] = min(size, out.get(name, size))
     return out
 

@@ -129,6 +129,7 @@ class Daemon:
         self._refresh_lock = trio.Lock()
         self._tried: set[tuple[str, int]] = set()  # links brought up once (name, index)
         self._brought: dict[str, int] = {}  # ...and still up as babblerd left them
+        self._mtu_refused: set[tuple[str, int, int]] = set()  # (link, index, size): said once
         self._babeld_found = False
         self._find_babeld()
         self._published: dict[str, Any] = {}
@@ -440,9 +441,12 @@ class Daemon:
         changed = False
         for name, size in sorted(self._mtu_targets(links).items()):
             link = links[name]
+            if (name, link.index, size) in self._mtu_refused:
+                continue  # the driver said no to this size: not every refresh again
             try:
                 await self.kernel.set_mtu(link, size)
             except KernelError as error:
+                self._mtu_refused.add((name, link.index, size))
                 log.warning("cannot set MTU", interface=name, mtu=size, error=str(error))
                 continue
             changed = True

@@ -525,3 +525,54 @@ async def test_thunderbolt_links_come_up_once_by_themselves_and_go_down_at_stop(
         await eventually(lambda: not daemon.status()["interfaces"][-1]["brought_up"])
     assert not kernel.links["thunderbolt0"].up  # put down again
     assert not kernel.links["vb1"].up and not kernel.links["thunderbolt9"].up
+
+
+class StubbornKernel(FakeKernel):
+    """A driver that takes no other MTU."""
+
+    async def set_mtu(self, link: Link, size: int) -> None:
+        from babbler.core.errors import KernelError
+
+        raise KernelError("Invalid argument", 22)
+
+
+FAR = 0xAAAABBBBCCCC  # the node the fake babeld has as its neighbour
+
+
+def far_end(max_mtu: int) -> Any:
+    """The neighbour's info: its link tb9 faces this node's thunderbolt0 (the fake babeld's
+    link-local on every link is fe80::1)."""
+    from babbler.daemon.nodes.book import Known
+
+    info = {
+        "node_id": "aaaabbbbcccc",
+        "neighbours": [{"node_id": None, "interface": "tb9", "address": "fe80::1"}],
+        "interfaces": [{"name": "tb9", "max_mtu": max_mtu}],
+    }
+    return Known(FAR, info=info, fetched_at=0.0)
+
+
+async def test_a_thunderbolt_cable_takes_the_far_ends_size_and_a_refusal_is_said_once() -> None:
+    tb = Link(
+        "thunderbolt0",
+        3,
+        driver="thunderbolt-net",
+        up=True,
+        link_local=True,
+        mtu=1500,
+        max_mtu=65520,
+    )
+    for kernel in (FakeKernel(veth("v1x2", 2), tb), StubbornKernel(veth("v1x2", 2), tb)):
+        async with running(kernel, mode="always", interface=("v*", "thunderbolt*")) as (daemon, _):
+            await eventually(lambda: daemon.mesh.state == "running")
+            with structlog.testing.capture_logs() as logs:
+                daemon.nodes.book.nodes[FAR] = far_end(9000)
+                for _ in range(3):
+                    daemon.cables_changed.notify()
+                    await trio.sleep(0.2)
+            refused = [e for e in logs if e["event"] == "cannot set MTU"]
+            if isinstance(kernel, StubbornKernel):
+                assert kernel.links["thunderbolt0"].mtu == 1500 and len(refused) == 1
+            else:
+                assert kernel.links["thunderbolt0"].mtu == 9000 and not refused
+                assert kernel.links["v1x2"].mtu is None  # not a Thunderbolt link: not sized
