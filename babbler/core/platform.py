@@ -20,6 +20,21 @@ SOCKET_NAME = "babblerd.sock"  # the public socket, in the run directory
 # and nothing else, for programs that bind by interface name (torch's gloo:
 # GLOO_SOCKET_IFNAME=lo:babbler; `lo` alone gives them 127.0.0.1). docs/jobs.md.
 NODE_ADDRESS_LABEL = "lo:babbler"
+CABLE_LABEL = ":m"  # the tail of a cable address's label (cable_address_label)
+IFNAMSIZ = 16  # Linux's limit on interface names and labels, the terminating NUL included
+
+
+def cable_address_label(interface: str) -> str:
+    """Linux: the label of a cable's IPv4 address on its link, never the link's own name.
+    babeld reads a link's IPv4 address with SIOCGIFADDR, which takes the first address
+    labelled with the link's name, and when that changes it flushes every route it learned
+    over the link, IPv6 too. A cable address comes after the neighbour, so each one made
+    such a flush as the mesh formed; the seqno requests that followed left babeld's
+    forwarded-request records behind, which swallow the same request for 65 s
+    (REQUEST_TIMEOUT): after a node died, the nodes beside it reached the far side of the
+    ring only 64 s later in 1 of 5 runs (docs/benchmarks.md). Unlabelled for babeld, it
+    announces IPv4 routes via IPv6 next hops (v4-via-v6), as it did before the address."""
+    return f"{interface[: IFNAMSIZ - 1 - len(CABLE_LABEL)]}{CABLE_LABEL}"
 
 
 def supported() -> bool:

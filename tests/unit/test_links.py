@@ -170,3 +170,12 @@ def test_a_link_that_stops_saying_its_speed_keeps_its_cost() -> None:
     assert kept.speed_mbps == 10_000 and link_cost(kept) == link_cost(up) == 32
     other = replace(down, index=9)  # another link by that name since: nothing to keep
     assert keep_speeds({"eth1": other}, {"eth1": up})["eth1"].speed_mbps is None
+
+
+def test_a_cable_address_label_is_never_its_links_name_and_fits_linux() -> None:
+    from babbler.core.platform import cable_address_label
+
+    for name in ("v1x2", "eth0", "thunderbolt1x2", "enp5s0f0np0abcd"):
+        label = cable_address_label(name)
+        assert label != name and len(label) <= 15 and label.endswith(":m")
+    assert cable_address_label("v1x2") == "v1x2:m"

@@ -57,7 +57,7 @@ from babbler.core.errors import KernelError
 from babbler.core.fence import PROTOCOL, Rule, ours
 from babbler.core.ipv4 import HostRoute
 from babbler.core.links import AddressChange, Link
-from babbler.core.platform import NODE_ADDRESS_LABEL
+from babbler.core.platform import NODE_ADDRESS_LABEL, cable_address_label
 from babbler.daemon.links.events import EventSocket
 from babbler.daemon.links.sysfs import IFF_UP, device_facts, settled
 from babbler.daemon.sysctls import ProcSys, Settings
@@ -205,8 +205,11 @@ class LinuxKernel:
                 ("IFA_LOCAL", str(change.address)),
                 ("IFA_ADDRESS", str(change.address)),
             ]
-            if adding and change.interface == LOOPBACK:  # not when removing: the kernel
-                msg["attrs"].append(("IFA_LABEL", NODE_ADDRESS_LABEL))  # then wants labels to match
+            if adding:  # not when removing: the kernel then wants labels to match
+                label = NODE_ADDRESS_LABEL
+                if change.interface != LOOPBACK:
+                    label = cable_address_label(change.interface)
+                msg["attrs"].append(("IFA_LABEL", label))
             return msg
         msg["family"] = socket.AF_INET6
         msg["attrs"] = [("IFA_ADDRESS", str(change.address)), ("IFA_FLAGS", IFA_F_NODAD)]
