@@ -23,6 +23,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -76,25 +77,32 @@ def iperf3(
         serving.wait()
 
 
-def wait_named(lab: Lab, node: Node, others: int) -> None:
+def wait_until(check: Callable[[], bool], problem: str) -> None:
+    """Poll `check` for up to 60 s; RuntimeError(problem) if it never holds."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        nodes = lab.status(node)["nodes"]
-        if len(nodes) == others and all(n["name"] and n["reachable"] for n in nodes):
+        if check():
             return
         time.sleep(0.2)
-    raise RuntimeError(f"{node.name} does not know the others by name")
+    raise RuntimeError(problem)
+
+
+def wait_named(lab: Lab, node: Node, others: int) -> None:
+    def named() -> bool:
+        nodes = lab.status(node)["nodes"]
+        return len(nodes) == others and all(n["name"] and n["reachable"] for n in nodes)
+
+    wait_until(named, f"{node.name} does not know the others by name")
 
 
 def wait_sized(lab: Lab, mtu: int) -> None:
     """Until every link of the lab runs at `mtu` (babblerd sizes both ends of each)."""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+
+    def sized() -> bool:
         shown = [i["mtu"] for n in lab.nodes for i in lab.status(n)["interfaces"]]
-        if shown and all(size == mtu for size in shown):
-            return
-        time.sleep(0.2)
-    raise RuntimeError(f"the links are not all at MTU {mtu}")
+        return bool(shown) and all(size == mtu for size in shown)
+
+    wait_until(sized, f"the links are not all at MTU {mtu}")
 
 
 def started(lab: Lab) -> Node:

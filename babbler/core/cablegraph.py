@@ -37,6 +37,10 @@ class Cable:
     def end_on(self, node_id: str) -> End:
         return self.near if self.near.node_id == node_id else self.far
 
+    def end_facing(self, node_id: str) -> End:
+        """The other end: the one not on `node_id`."""
+        return self.far if self.near.node_id == node_id else self.near
+
 
 @dataclass(frozen=True)
 class Host:

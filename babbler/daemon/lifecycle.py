@@ -387,9 +387,10 @@ class Daemon:
             chosen = selected_links(new, self.selector) if self.active else []
             selected = {link.name for link in chosen if not link.is_loopback}
             self.host_setup.apply(new, forwarding, skip=skip, ipv4=ipv4, selected=selected)
+            resized = False
             if self.active:  # after the setup: no DAD on them from the start
                 await self._bring_up(new)
-            resized = await self._fit_mtu(new) if self.active else False
+                resized = await self._fit_mtu(new)
             await self.fence.apply(rules)  # removed after it stopped
             if todo or resized:
                 self.links = keep_speeds(await self.kernel.read_links(), self.links)
@@ -420,13 +421,18 @@ class Daemon:
             self._brought[link.name] = link.index
             log.info("link brought up", interface=link.name)
 
+    def _neighbours_by_link(self) -> dict[str, set[str]]:
+        """Link -> the node ids babeld has as neighbours on it (views.neighbour_nodes)."""
+        out: dict[str, set[str]] = {}
+        for (_, name), node in views.neighbour_nodes(self.mesh.table).items():
+            out.setdefault(name or "", set()).add(node)
+        return out
+
     def _mtu_targets(self, links: dict[str, Link]) -> dict[str, int]:
         """Each sized mesh link's MTU as both ends offer it (core/mtu.py), where it differs."""
         table = self.mesh.table
         link_locals = {e.handle: e.field("ipv6") or "" for e in table.entries("interface")}
-        neighbours: dict[str, set[str]] = {}
-        for (_, name), node in views.neighbour_nodes(table).items():
-            neighbours.setdefault(name or "", set()).add(node)
+        neighbours = self._neighbours_by_link()
         infos = [
             (format_node_id(known.node_id), known.info)
             for known in self.nodes.book.nodes.values()
@@ -451,18 +457,17 @@ class Daemon:
                 continue
             changed = True
             log.info("MTU set", interface=name, mtu=size, was=link.mtu)
-            far = views.neighbour_nodes(self.mesh.table)
-            self.nodes.ask_again(int(node, 16) for (_, on), node in far.items() if on == name)
+            far = self._neighbours_by_link().get(name, set())
+            self.nodes.ask_again(int(node, 16) for node in far)  # the far end follows
         return changed
 
     async def _put_down(self) -> None:
         """On stop: the links babblerd brought up go down again, as it found them."""
         for name, index in sorted(self._brought.items()):
-            link = self.links.get(name)
-            if link is None or link.index != index or not link.up:
+            if not _still(self.links, name, index):
                 continue
             try:
-                await self.kernel.set_link_up(link, False)
+                await self.kernel.set_link_up(self.links[name], False)
                 log.info("link put down", interface=name)
             except KernelError as error:
                 log.warning("cannot put link down", interface=name, error=str(error))

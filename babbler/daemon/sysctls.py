@@ -170,9 +170,7 @@ def read_record(state_dir: Path, boot: str) -> dict[str, tuple[str, str]]:
     OSError when the record cannot be read (the state dir is root's, 0700)."""
     try:
         kept = json.loads((state_dir / FILE).read_text())
-    except FileNotFoundError:
-        return {}
-    except ValueError:
+    except (FileNotFoundError, ValueError):  # no record, or not one of ours
         return {}
     if not isinstance(kept, dict) or kept.get("boot") != boot:
         return {}  # another boot: every setting is the system's own again

@@ -185,10 +185,7 @@ def mtu(facts: Facts) -> Iterable[Check]:
         if s.node_id not in pair:
             continue
         for cable in cables:
-            near, far = (
-                cable.end_on(s.node_id),
-                cable.far if cable.near.node_id == s.node_id else cable.near,
-            )
+            near, far = cable.end_on(s.node_id), cable.end_facing(s.node_id)
             here, there = mine.get(near.interface), theirs.get(far.node_id, {}).get(far.interface)
             if here is None or there is None:
                 continue

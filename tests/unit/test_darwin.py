@@ -214,7 +214,8 @@ async def test_a_route_message_wakes_the_watcher_and_silence_still_rereads() -> 
 
 
 def test_media_lines_give_link_speeds() -> None:
-    speeds = darwin.media_speeds((DATA / "ifconfig.txt").read_text())
+    states = darwin.ifconfig_states((DATA / "ifconfig.txt").read_text())
+    speeds = {name: state.speed_mbps for name, state in states.items() if state.speed_mbps}
     assert speeds == {"en0": 10000, "en5": 1000, "en6": 100, "en7": 2500}
 
 

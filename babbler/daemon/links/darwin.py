@@ -164,13 +164,6 @@ def inet_routes(netstat_text: str) -> list[HostRoute]:
 MEDIA_SPEED = re.compile(r"\((\d+(?:\.\d+)?)(G?)base", re.IGNORECASE)
 
 
-def media_speeds(ifconfig_text: str) -> dict[str, int]:
-    """Interface -> Mb/s from `ifconfig`'s `media:` lines ("autoselect (10Gbase-T
-    <full-duplex>)" -> 10000); interfaces whose media names no speed are left out."""
-    states = ifconfig_states(ifconfig_text)
-    return {name: state.speed_mbps for name, state in states.items() if state.speed_mbps}
-
-
 @dataclass(frozen=True)
 class IfconfigState:
     """One interface in `ifconfig`'s full output, as the doctor reads it."""
