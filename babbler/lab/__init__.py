@@ -2,16 +2,20 @@
 babeld, wired by veth pairs. The demo, the benchmarks and the integration tests use `Lab`.
 
 Everything a lab creates is named after it (namespaces `bbl-<lab>-n<i>`, files under
-`/tmp/babbler-lab/<lab>`) and recorded in `lab.json`, so that `down` removes exactly that:
-processes are ended by their recorded pid, never by name.
+`/run/babbler-lab/<lab>`, root's) and recorded in `lab.json`, so that `down` removes exactly
+that: processes are ended by their recorded pid, never by name, and only while they run in
+the node's namespace. The record is read only from a directory that passed `files`' checks,
+and only if it names this lab's namespaces and directories (`record`).
 
 Modules: `topology` (pure: edges, names, hops), `netns` (namespaces and links), `processes`
-(the daemons), `probe` (status, pings, waiting for the mesh), `node` (one node's record).
+(the daemons), `probe` (status, pings, waiting for the mesh), `node` (one node's record),
+`files` (the lab's directories and files, checked), `record` (pure: what lab.json may hold).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -22,15 +26,21 @@ from pathlib import Path
 from typing import Any
 
 from babbler.client import ask
-from babbler.lab import netns, probe
+from babbler.lab import files, netns, probe
 from babbler.lab.node import Node
 from babbler.lab.processes import Daemons, end
-from babbler.lab.topology import TOPOLOGIES, LabError, edges, farthest_from, link_name
+from babbler.lab.record import MAX_NODES, check_record, netns_name, node_base
+from babbler.lab.topology import TOPOLOGIES, LabError, LabNotUp, edges, farthest_from, link_name
 
-__all__ = ["TOPOLOGIES", "Lab", "LabError", "Node", "farthest", "link_name"]
+__all__ = ["TOPOLOGIES", "Lab", "LabError", "LabNotUp", "Node", "farthest", "link_name"]
 
-LAB_ROOT = Path("/tmp/babbler-lab")
-MAX_NODES = 64
+# Root's: /run is root's alone (no other user can make or swap a name in it, as anyone can
+# in /tmp) and empties at boot, as the namespaces do.
+LAB_ROOT = Path("/run/babbler-lab")
+# A 64-node lab's record is ~10 KB: a much larger one was not written by the lab.
+RECORD_LIMIT = 1 << 20
+# A pid file holds a number and a newline.
+PID_FILE_LIMIT = 32
 # The lab's links are virtual: name them explicitly (babblerd skips virtual links by default).
 LINK_GLOB = "v*"
 # A babblerd's start costs ~0.3 s of CPU (Python and its imports), its bench responder's
@@ -57,7 +67,9 @@ class Lab:
         return LAB_ROOT / self.name
 
     def save(self) -> None:
-        self.base.mkdir(parents=True, exist_ok=True)
+        """Write lab.json (in the lab's directory, made and checked first). Raises LabError."""
+        files.make_dir(LAB_ROOT)
+        files.make_dir(self.base)
         record = {
             "name": self.name,
             "topology": self.topology,
@@ -66,14 +78,23 @@ class Lab:
             "daemon_args": self.daemon_args,
             "real_links": self.real_links,
         }
-        (self.base / "lab.json").write_text(json.dumps(record, indent=1))
+        files.write_file(self.base / "lab.json", json.dumps(record, indent=1))
 
     @classmethod
     def load(cls, name: str) -> Lab:
+        """The lab `name` as its lab.json records it. Raises LabNotUp when there is none,
+        LabError when its directory or record is not one the lab made."""
+        base = LAB_ROOT / name
         try:
-            data = json.loads((LAB_ROOT / name / "lab.json").read_text())
+            files.check_dir(base)
+            text = files.read_file(base / "lab.json", RECORD_LIMIT)
         except FileNotFoundError:
-            raise LabError(f"no lab named {name!r} is up (no {LAB_ROOT / name}/lab.json)") from None
+            raise LabNotUp(f"no lab named {name!r} is up (no {base}/lab.json)") from None
+        try:
+            parsed = json.loads(text)
+        except ValueError:
+            raise LabError(f"refusing {base}/lab.json: not JSON; remove {base}") from None
+        data = check_record(parsed, name, str(base))
         data["nodes"] = [Node(**n) for n in data["nodes"]]
         data["links"] = [tuple(pair) for pair in data["links"]]
         return cls(**data)
@@ -95,7 +116,8 @@ class Lab:
             raise LabError(f"lab name must be 1-24 letters, digits or _, got {name!r}")
         if not 1 <= nodes <= MAX_NODES:
             raise LabError(f"--nodes must be between 1 and {MAX_NODES}")
-        if (LAB_ROOT / name / "lab.json").exists():
+        files.make_dir(LAB_ROOT)
+        if os.path.lexists(files.make_dir(LAB_ROOT / name) / "lab.json"):
             raise LabError(f"lab {name!r} is already up; run `babbler-lab --name {name} down`")
         lab = cls(
             name,
@@ -106,7 +128,8 @@ class Lab:
         )
         try:
             for i in range(1, nodes + 1):
-                node = Node(i, f"bbl-{name}-n{i}", str(lab.base / f"n{i}"))
+                node = Node(i, netns_name(name, i), node_base(str(lab.base), i))
+                files.make_dir(Path(node.base))
                 netns.add_namespace(node.netns, real_links)
                 lab.nodes.append(node)
                 lab.save()
@@ -132,12 +155,13 @@ class Lab:
         """Stop every daemon we started, any babeld they left, delete namespaces and files."""
         for node in self.nodes:
             if node.pid is not None:
-                end(node.pid, "babbler.daemon.cli")
+                end(node.pid, "babbler.daemon.cli", node.netns)
                 self.daemons.reap(node.pid)
-            try:
-                babeld = int((node.run_dir / "private" / "babeld.pid").read_text())
-                end(babeld, "babeld")
-            except (OSError, ValueError):
+            try:  # the daemon's file: it may run as another user (as its unit does)
+                pid_file = node.run_dir / "private" / "babeld.pid"
+                babeld = int(files.read_file(pid_file, PID_FILE_LIMIT, owned=False))
+                end(babeld, "babeld", node.netns)
+            except (OSError, ValueError, LabError):
                 pass
         netns.delete_namespaces([node.netns for node in self.nodes])
         shutil.rmtree(self.base, ignore_errors=True)
@@ -151,8 +175,8 @@ class Lab:
         self.wait_served(node)
 
     def spawn(self, node: Node, extra: list[str] | None = None, prefix: Sequence[str] = ()) -> None:
-        """Start babblerd in the node's namespace without waiting for it (see `start`)."""
-        node.run_dir.mkdir(parents=True, exist_ok=True)
+        """Start babblerd in the node's namespace without waiting for it (see `start`); it
+        makes its run and state directories itself. Raises LabError for an unsafe log."""
         args = [
             *(
                 "ip",

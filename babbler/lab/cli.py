@@ -17,7 +17,7 @@ from babbler.client import NotRunning, parse_status
 from babbler.core.config import DEFAULT_HELLO_INTERVAL, MAX_HELLO_INTERVAL, MIN_HELLO_INTERVAL
 from babbler.core.errors import BabblerError
 from babbler.core.graph import Graph, to_dot
-from babbler.lab import TOPOLOGIES, Lab, LabError, Node, farthest
+from babbler.lab import TOPOLOGIES, Lab, LabError, LabNotUp, Node, farthest
 from babbler.lab.capacity import too_big
 from babbler.ui.command import render_svg, run_command, versioned
 from babbler.ui.render import render_path, render_status
@@ -38,7 +38,7 @@ def _need_root() -> None:
 
 
 NAME_HELP = (
-    "lab name: namespaces are bbl-NAME-n1..., files (logs too) /tmp/babbler-lab/NAME "
+    "lab name: namespaces are bbl-NAME-n1..., files (logs too) /run/babbler-lab/NAME "
     "[env BABBLER_LAB; default: lab]"
 )
 
@@ -71,7 +71,11 @@ def main(ctx: click.Context, name: str) -> None:
     babbler-lab down
 
     Several labs side by side: --name NAME (before or after the command) or BABBLER_LAB.
-    Each node's babblerd log: /tmp/babbler-lab/NAME/nI/babblerd.log.
+
+    \b
+    Files: /run/babbler-lab/NAME, each node's babblerd log nI/babblerd.log there.
+    A directory there or above it that is a symlink, not root's, or writable by
+    others is refused.
     """
     ctx.obj = name
 
@@ -277,7 +281,7 @@ def down(name: str) -> None:
     def go() -> None:
         try:
             lab = Lab.load(name)
-        except LabError:  # nothing to take down: the state it was asked for
+        except LabNotUp:  # nothing to take down: the state it was asked for
             click.echo(f"lab {name}: not up (nothing to take down)")
             return
         lab.down()

@@ -2,7 +2,7 @@
 
 A `Daemons` belongs to one Lab instance and holds the processes that instance started, so
 their exit status can be read; a lab loaded from lab.json ends its daemons by recorded pid,
-checking that the pid is still the process it started.
+checking that the pid is still the process it started, in the node's namespace.
 """
 
 from __future__ import annotations
@@ -16,35 +16,58 @@ from pathlib import Path
 
 from babbler.client import Disconnected, NotRunning, ask
 from babbler.daemon.spawn import process_name
+from babbler.lab.files import open_log
 from babbler.lab.topology import LabError
 
 STOP_TIMEOUT = 5.0
 SERVE_TIMEOUT = 15.0
+NETNS_DIR = Path("/run/netns")  # where `ip netns add` names namespaces
 
 
-def alive(pid: int, marker: str) -> bool:
-    """The process is alive (not a zombie) and its command line contains `marker`: it is
-    still the one we started, not a later process that got its pid."""
+def alive(pid: int, marker: str, netns: str | None = None) -> bool:
+    """The process is alive (not a zombie), its command line contains `marker` and, when
+    `netns` is given, it runs in that namespace: it is still the one we started, not a later
+    process that got its pid, nor one a record names that the lab never started."""
     if process_name(pid) is None:
         return False
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
     except OSError:
         return False
-    return marker in cmdline
+    return marker in cmdline and (netns is None or in_netns(pid, netns))
 
 
-def end(pid: int, marker: str, timeout: float = STOP_TIMEOUT) -> None:
-    """SIGTERM the process if it is still the one we started, then SIGKILL after `timeout`."""
-    if not alive(pid, marker):
+def in_netns(pid: int, netns: str) -> bool:
+    """The process runs in the named network namespace (`ip netns`'s, under NETNS_DIR)."""
+    try:
+        theirs, named = os.stat(f"/proc/{pid}/ns/net"), os.stat(NETNS_DIR / netns)
+    except OSError:
+        return False
+    return (theirs.st_dev, theirs.st_ino) == (named.st_dev, named.st_ino)
+
+
+def end(pid: int, marker: str, netns: str | None = None, timeout: float = STOP_TIMEOUT) -> None:
+    """SIGTERM the process if it is still the one we started (`alive`), then SIGKILL after
+    `timeout`. Signalled through a pidfd opened before the check, so a pid reused after
+    the check is never signalled."""
+    try:
+        handle = os.pidfd_open(pid)
+    except ProcessLookupError:
         return
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not alive(pid, marker):
+    try:
+        if not alive(pid, marker, netns):
             return
-        time.sleep(0.02)
-    os.kill(pid, signal.SIGKILL)
+        signal.pidfd_send_signal(handle, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not alive(pid, marker, netns):
+                return
+            time.sleep(0.02)
+        signal.pidfd_send_signal(handle, signal.SIGKILL)
+    except ProcessLookupError:
+        pass  # it exited between the check and the signal
+    finally:
+        os.close(handle)
 
 
 def last_error(log: Path) -> str | None:
@@ -64,10 +87,13 @@ class Daemons:
         self._children: dict[int, subprocess.Popen[bytes]] = {}
 
     def spawn(self, args: Sequence[str], log: Path) -> int:
-        with log.open("ab") as out:
+        out = open_log(log)
+        try:
             process = subprocess.Popen(
                 list(args), stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True
             )
+        finally:
+            os.close(out)
         self._children[process.pid] = process
         return process.pid
 

@@ -13,6 +13,10 @@ class LabError(BabblerError):
     pass
 
 
+class LabNotUp(LabError):
+    """No lab of that name is up: nothing recorded."""
+
+
 def edges(nodes: int, topology: str) -> list[tuple[int, int]]:
     """Node pairs (1-based) that get a link."""
     if topology == "line":

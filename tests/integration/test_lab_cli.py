@@ -1,15 +1,20 @@
 """babbler-lab as a newcomer uses it: up with a mesh key, status saying how many nodes each
 reaches, exec running the lab's babblerctl even with a bare PATH (sudo resets it), --name
-after the command, and down of a lab that is not up."""
+after the command, and down of a lab that is not up. Its files are root's: a lab directory
+someone else made is refused."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from babbler.lab import LAB_ROOT
+from tests.integration.helpers import NOBODY
 
 pytestmark = pytest.mark.integration
 
@@ -32,7 +37,7 @@ def test_a_newcomer_s_lab(tmp_path: Path) -> None:
         up = run("up", "--name", name, "--nodes", "2", "--topology", "line", "--key-file",
                  str(key), "--wait", "60")  # fmt: skip
         assert up.returncode == 0, up.stderr
-        assert f"logs in /tmp/babbler-lab/{name}/n*/babblerd.log" in up.stdout, up.stdout
+        assert f"logs in /run/babbler-lab/{name}/n*/babblerd.log" in up.stdout, up.stdout
         status = run("--name", name, "status")
         assert status.stdout.count("reaches 1 of 1 nodes") == 2, status.stdout
         bare = {"PATH": "/usr/bin:/bin"}  # what sudo leaves
@@ -43,3 +48,23 @@ def test_a_newcomer_s_lab(tmp_path: Path) -> None:
     assert down.returncode == 0 and down.stdout.strip() == f"lab {name}: down", down.stderr
     again = run("down", "--name", name)
     assert again.returncode == 0 and "not up" in again.stdout, again.stderr
+
+
+def test_a_lab_directory_someone_else_made_is_refused() -> None:
+    name = f"o{os.getpid() % 100000}"
+    base = LAB_ROOT / name
+    LAB_ROOT.mkdir(mode=0o755, exist_ok=True)
+    base.mkdir()
+    os.chown(base, NOBODY, NOBODY)  # made before the lab, as anyone could in /tmp
+    try:
+        up = run("up", "--name", name, "--nodes", "1")
+        assert up.returncode == 1
+        assert up.stderr.splitlines() == [
+            f"babbler-lab: refusing {base}: it is owned by uid {NOBODY}, not root, so someone "
+            "else could redirect the lab's files; remove it or fix its owner and mode"
+        ]
+        left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        assert f"bbl-{name}-" not in left and os.listdir(base) == []
+    finally:
+        run("down", "--name", name)  # had it come up
+        shutil.rmtree(base, ignore_errors=True)

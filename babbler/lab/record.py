@@ -1,0 +1,79 @@
+"""What a lab's record (`lab.json`) may hold: this lab's namespaces and directories, links
+between its own nodes, pids as numbers. `down` acts on what the record names, so a record
+that names anything else is refused whole. Pure."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from babbler.lab.topology import TOPOLOGIES, LabError
+
+MAX_NODES = 64
+FIELDS = ("name", "topology", "nodes", "links", "daemon_args", "real_links")
+NODE_FIELDS = ("index", "netns", "base", "pid")
+
+
+def netns_name(lab: str, index: int) -> str:
+    """The namespace of node `index` of lab `lab`: `bbl-<lab>-n<index>`."""
+    return f"bbl-{lab}-n{index}"
+
+
+def node_base(lab_dir: str, index: int) -> str:
+    """The directory of node `index` under its lab's directory."""
+    return f"{lab_dir}/n{index}"
+
+
+def _is_int(value: object) -> bool:
+    return type(value) is int  # not bool, which json also gives
+
+
+def check_record(data: object, name: str, lab_dir: str) -> dict[str, Any]:
+    """The record of lab `name` kept in `lab_dir`, checked field by field: the fields as
+    read. Raises LabError naming the first field that is not what this lab writes."""
+
+    def refuse(why: str) -> LabError:
+        return LabError(
+            f"refusing {lab_dir}/lab.json: {why}; babbler-lab did not write it "
+            f"(remove {lab_dir} if no lab of that name runs)"
+        )
+
+    if not isinstance(data, dict) or sorted(data) != sorted(FIELDS):
+        raise refuse(f"not an object of the fields {', '.join(FIELDS)}")
+    if data["name"] != name:
+        raise refuse(f"it names lab {data['name']!r}")
+    if data["topology"] not in TOPOLOGIES:
+        raise refuse(f"unknown topology {data['topology']!r}")
+    nodes = data["nodes"]
+    if not isinstance(nodes, list) or not 1 <= len(nodes) <= MAX_NODES:
+        raise refuse(f"nodes is not a list of 1 to {MAX_NODES} nodes")
+    for index, node in enumerate(nodes, start=1):
+        if not isinstance(node, dict) or sorted(node) != sorted(NODE_FIELDS):
+            raise refuse(f"node {index} is not an object of the fields {', '.join(NODE_FIELDS)}")
+        if node["index"] != index or not _is_int(node["index"]):
+            raise refuse(f"node {index} has index {node['index']!r}")
+        if node["netns"] != netns_name(name, index):
+            raise refuse(
+                f"node {index}'s namespace is {node['netns']!r}, not {netns_name(name, index)}"
+            )
+        if node["base"] != node_base(lab_dir, index):
+            raise refuse(
+                f"node {index}'s directory is {node['base']!r}, not {node_base(lab_dir, index)}"
+            )
+        pid = node["pid"]
+        if pid is not None and not (_is_int(pid) and pid > 1):
+            raise refuse(f"node {index}'s pid is {pid!r}")
+    links = data["links"]
+    if not isinstance(links, list) or not all(
+        isinstance(pair, list)
+        and len(pair) == 2
+        and all(_is_int(end) and 1 <= end <= len(nodes) for end in pair)
+        and pair[0] != pair[1]
+        for pair in links
+    ):
+        raise refuse("links are not pairs of two of its nodes")
+    args = data["daemon_args"]
+    if not isinstance(args, list) or not all(isinstance(arg, str) for arg in args):
+        raise refuse("daemon_args is not a list of strings")
+    if not isinstance(data["real_links"], bool):
+        raise refuse("real_links is not true or false")
+    return data
