@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from babbler.lab import LAB_ROOT
-from tests.integration.helpers import NOBODY
+from tests.integration.helpers import NOBODY, until
 
 pytestmark = pytest.mark.integration
 
@@ -28,6 +28,12 @@ def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
     )
 
 
+def each_reaches_the_other(name: str) -> bool:
+    """What `status` says of a 2-node lab once node info is in (a moment after the first
+    ping: `up --wait` waits for pings)."""
+    return run("--name", name, "status").stdout.count("reaches 1 of 1 nodes") == 2
+
+
 def test_a_newcomer_s_lab(tmp_path: Path) -> None:
     name = f"c{os.getpid() % 100000}"
     key = tmp_path / "keys" / "mesh.key"
@@ -38,8 +44,7 @@ def test_a_newcomer_s_lab(tmp_path: Path) -> None:
                  str(key), "--wait", "60")  # fmt: skip
         assert up.returncode == 0, up.stderr
         assert f"logs in /run/babbler-lab/{name}/n*/babblerd.log" in up.stdout, up.stdout
-        status = run("--name", name, "status")
-        assert status.stdout.count("reaches 1 of 1 nodes") == 2, status.stdout
+        until(lambda: each_reaches_the_other(name), what="status: each reaches 1 of 1 nodes")
         bare = {"PATH": "/usr/bin:/bin"}  # what sudo leaves
         ip = run("exec", "n1", "--name", name, "--", "babblerctl", "status", "--json", env=bare)
         assert ip.returncode == 0 and '"keyed": true' in ip.stdout, ip.stderr
