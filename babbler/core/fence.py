@@ -2,12 +2,21 @@
 DESIGN.md "babeld", kernel setup): pure, so that the daemon only adds and removes the
 difference.
 
-babeld installs its routes into a table of their own (TABLE, `export-table`), which only
-this host's own traffic (`iif lo`) and traffic that came in on a mesh link look up. So:
+babeld installs its routes into a table of their own (TABLE, `export-table`), which is
+looked up only for the mesh's prefixes (`to`), by this host's own traffic (`iif lo`) and by
+traffic that came in on a mesh link from a source of the mesh (`from`). babeld's `in`
+filters keep anything but the mesh's host routes out of that table (daemon/babeld/launch.py);
+the `to` here keeps a route that got in anyway (an older babeld, a hand-made route) from
+taking the host's other traffic. So:
 - a LAN host that routes the mesh prefixes via this node finds no mesh route here, and the
   prefixes are unreachable for everything but the mesh and this host;
-- what comes in on a mesh link and has no mesh route is not sent on by the host's other
-  routes (its default route, the LAN): unreachable;
+- what comes in on a mesh link and has no mesh route, or a source outside the mesh, is not
+  sent on by the host's other routes (its default route, the LAN): unreachable;
+- what comes in on a mesh link with a source of this node's own range or node address is
+  a spoof (or a loop) and is dropped before any lookup;
+- with a mesh key, a link forwards into the mesh only while babeld lists an authenticated
+  neighbour on it (`carrying`): an outsider cabled to a keyed node, who is no neighbour,
+  sends nothing through it, whatever source it writes (IPv6 has no reverse-path filter);
 - this host's own traffic to a mesh address without a route fails at once instead of
   leaving by the default route; IPv4 cable addresses (the kernel's connected /31 routes, in
   `main`) are looked up in `main` without its default route;
@@ -16,21 +25,23 @@ this host's own traffic (`iif lo`) and traffic that came in on a mesh link look 
   silently, as forwarding off drops it).
 
 Rules keep the order of their priorities; the kernel's `local` table (priority 0) comes
-first, so everything addressed to this host itself is delivered as before.
+first, so everything addressed to this host itself is delivered as before. The rules are
+static per link (they follow links and neighbours, never routes: rules that followed routes
+would churn on a large mesh).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from ipaddress import IPv4Network, IPv6Network
+from ipaddress import IPv4Address, IPv4Network, IPv6Network
 
 # babeld's routes. babeld (1.12 to 1.14, kernel_netlink.c) writes the table number into the
 # 8-bit `rtm_table` alone, so it must be below 253 (6696 came out as table 40); 96 ends
 # Babel's port number, 6696, which the rules' priorities start at.
 TABLE = 96
-PRIORITY = 6696  # the first of ours; ours end at PRIORITY + 4
-LAST_PRIORITY = PRIORITY + 4
+PRIORITY = 6696  # the first of ours; ours end at LAST_PRIORITY
+LAST_PRIORITY = PRIORITY + 5
 PROTOCOL = 42  # RTPROT_BABEL: babeld's routes, and the rules babblerd adds for them
 LOOPBACK = "lo"
 
@@ -49,6 +60,7 @@ class Rule:
     iif: str | None = None
     invert: bool = False  # `not iif ...`
     dst: str | None = None  # a network, "fde0:20c6:1fa7::/48"
+    src: str | None = None  # a network, as `dst`
     table: int | None = None  # for "lookup"
     suppress_prefixlength: int | None = None
 
@@ -57,6 +69,7 @@ class Rule:
         words = [f"-{self.family}", f"pref {self.priority}"]
         words += ["not"] if self.invert else []
         words += [f"iif {self.iif}"] if self.iif else []
+        words += [f"from {self.src}"] if self.src else []
         words += [f"to {self.dst}"] if self.dst else []
         words += [f"lookup {self.table}"] if self.action == "lookup" else [self.action]
         if self.suppress_prefixlength is not None:
@@ -64,36 +77,65 @@ class Rule:
         return " ".join(words)
 
 
+@dataclass(frozen=True)
+class Own:
+    """This node's own sources: what no packet arriving on a mesh link may carry."""
+
+    range_v6: IPv6Network  # the node range (node address and link addresses)
+    node_v4: IPv4Address | None = None  # the IPv4 node address, while IPv4 runs
+
+
 def plan(
     mesh: Iterable[str],
     prefix_v6: IPv6Network,
     prefix_v4: IPv4Network | None,
     no_forwarding_v6: bool,
+    own: Own | None = None,
+    carrying: Iterable[str] | None = None,
 ) -> frozenset[Rule]:
     """The rules for the mesh links in use. `prefix_v4` None: IPv4 is off or refused (a
     clash: then the host's own routes own those addresses). `no_forwarding_v6`: IPv6
-    forwarding was off before babblerd turned it on."""
+    forwarding was off before babblerd turned it on. `own`: this node's sources, dropped
+    when they arrive on a link. `carrying`: the mesh links whose traffic may be forwarded
+    into the mesh (with a key, those babeld lists an authenticated neighbour on); None:
+    every mesh link."""
     links = sorted(mesh)
+    forwarding = links if carrying is None else sorted(set(carrying) & set(links))
     out: set[Rule] = set()
     for family, prefix in ((6, prefix_v6), (4, prefix_v4)):
-        for iif in (LOOPBACK, *links):
-            out.add(Rule(family, PRIORITY, "lookup", iif=iif, table=TABLE))
-        out |= {Rule(family, PRIORITY + 1, "unreachable", iif=link) for link in links}
+        out |= {Rule(family, PRIORITY + 2, "unreachable", iif=link) for link in links}
         if prefix is None:
             continue
+        mine = _own(own, family)
+        if mine is not None:
+            out |= {Rule(family, PRIORITY, "blackhole", iif=link, src=mine) for link in links}
+        net = str(prefix)
+        out.add(Rule(family, PRIORITY + 1, "lookup", iif=LOOPBACK, dst=net, table=TABLE))
+        out |= {
+            Rule(family, PRIORITY + 1, "lookup", iif=link, src=net, dst=net, table=TABLE)
+            for link in forwarding
+        }
         if family == 4:  # cable addresses: main's connected /31s, never its default route
             out.add(
                 Rule(
                     4,
-                    PRIORITY + 2,
+                    PRIORITY + 3,
                     "lookup",
                     LOOPBACK,
-                    dst=str(prefix),
+                    dst=net,
                     table=254,
                     suppress_prefixlength=0,
                 )
             )
-        out.add(Rule(family, PRIORITY + 3, "unreachable", dst=str(prefix)))
+        out.add(Rule(family, PRIORITY + 4, "unreachable", dst=net))
     if no_forwarding_v6:
         out.add(Rule(6, LAST_PRIORITY, "blackhole", iif=LOOPBACK, invert=True))
     return frozenset(out)
+
+
+def _own(own: Own | None, family: int) -> str | None:
+    if own is None:
+        return None
+    if family == 6:
+        return str(own.range_v6)
+    return None if own.node_v4 is None else f"{own.node_v4}/32"

@@ -107,14 +107,17 @@ class Ipv4:
 
     def babeld_filters(self) -> list[str]:
         """babeld's IPv4 lines (-C): announce the node half only (the node address; cable
-        addresses stay off the mesh), install others' node addresses with ours as their
-        source; with a clash, install none of the prefix."""
+        addresses stay off the mesh), learn the prefix's host routes (/32s) and no other
+        IPv4 route, install others' node addresses with ours as their source; with a
+        clash, install none of the prefix."""
         if self.prefix is None:
             return []
+        learn = f"in ip {self.prefix} ge 32 allow"
         if self.problem is not None or self.node_address is None:
-            return [f"install ip {self.prefix} deny"]
+            return [learn, f"install ip {self.prefix} deny"]
         return [
             f"redistribute local ip {node_half(self.prefix)}",
+            learn,
             f"install ip {self.prefix} pref-src {self.node_address}",
         ]
 

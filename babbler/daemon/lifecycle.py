@@ -405,7 +405,13 @@ class Daemon:
             return frozenset()
         before, _ = self.sysctls.changed.get(FORWARDING, (self.sysctls.read(FORWARDING), ""))
         v4 = self.ipv4.state
-        return fence.plan(mesh, MESH_PREFIX, v4.prefix if v4.on else None, before == "0")
+        own = fence.Own(self.identity.node_range, v4.node_address)
+        # With a key, babeld's neighbours are the authenticated ones: a link forwards into
+        # the mesh only while it has one (an outsider's spoofed packets go nowhere).
+        met = {e.field("if") or "" for e in self.mesh.table.entries("neighbour")}
+        carrying = met if self.key is not None else None
+        prefix_v4 = v4.prefix if v4.on else None
+        return fence.plan(mesh, MESH_PREFIX, prefix_v4, before == "0", own, carrying)
 
     async def _bring_up(self, links: dict[str, Link]) -> None:
         """Thunderbolt links (and --bring-up ones) that appear down come up, once each

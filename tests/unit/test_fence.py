@@ -4,7 +4,7 @@ no route goes on to the next rule."""
 
 from __future__ import annotations
 
-from ipaddress import IPv4Network, IPv6Network, ip_address, ip_network
+from ipaddress import IPv4Address, IPv4Network, IPv6Network, ip_address, ip_network
 
 import structlog.testing
 import trio
@@ -22,17 +22,26 @@ V4 = IPv4Network("10.77.0.0/16")
 MAIN = 254
 
 
-def decide(rules: frozenset[Rule], iif: str, dst: str, tables: dict[int, list[str]]) -> str:
+def decide(
+    rules: frozenset[Rule],
+    iif: str,
+    dst: str,
+    tables: dict[int, list[str]],
+    src: str | None = None,
+) -> str:
     """Where a packet that came in on `iif` (`lo`: sent by this host) for `dst` goes: the
     table whose route took it, or the rule's verdict, or `main` as the host without
     babblerd. `tables` holds each table's routes (networks); main's default route is
-    "0.0.0.0/0" or "::/0"."""
+    "0.0.0.0/0" or "::/0". `src`: another node's mesh address unless said."""
     address = ip_address(dst)
     family = address.version
+    source = ip_address(src or (OTHER_V6 if family == 6 else OTHER_V4))
     for rule in sorted(r for r in rules if r.family == family):
         if rule.iif is not None and (rule.iif == iif) == rule.invert:
             continue
         if rule.dst is not None and address not in ip_network(rule.dst):
+            continue
+        if rule.src is not None and source not in ip_network(rule.src):
             continue
         if rule.action != "lookup":
             return rule.action
@@ -44,6 +53,7 @@ def decide(rules: frozenset[Rule], iif: str, dst: str, tables: dict[int, list[st
     return "main"
 
 
+OTHER_V6, OTHER_V4 = "fde0:20c6:1fa7:ffff:2::", "10.77.2.2"  # another node's node addresses
 HOST = {  # a node with a LAN default route and one cable /31 (main), mesh routes (babeld)
     MAIN: ["0.0.0.0/0", "::/0", "10.77.200.0/31", "192.168.1.0/24"],
     TABLE: ["10.77.3.3/32", "fde0:20c6:1fa7:ffff:3::/112"],
@@ -82,7 +92,47 @@ def test_with_no_mesh_link_the_host_still_reaches_what_babeld_installed() -> Non
     rules = fence.plan(set(), V6, V4, no_forwarding_v6=False)
     assert decide(rules, "lo", MESH_V4, HOST) == "mesh"
     assert {r.iif for r in rules if r.action == "lookup"} == {"lo"}
-    assert str(min(rules)) == "-4 pref 6696 iif lo lookup 96"
+    assert str(min(rules)) == "-4 pref 6697 iif lo to 10.77.0.0/16 lookup 96"
+
+
+# What a stranger cabled to a node announced (issue 29), had it reached babeld's table:
+# defaults and other prefixes. babeld's `in` filters keep them out; the rules must not send
+# the host's traffic there even if they got in.
+TAKEN = {
+    MAIN: HOST[MAIN],
+    TABLE: [*HOST[TABLE], "::/0", "0.0.0.0/0", "2001:db8:77::2/128", "192.0.2.2/32"],
+}
+OWN = fence.Own(IPv6Network("fde0:20c6:1fa7:ffff:1::/112"), IPv4Address("10.77.1.1"))
+
+
+def test_routes_outside_the_mesh_in_babelds_table_take_none_of_the_hosts_traffic() -> None:
+    rules = fence.plan({"tb1"}, V6, V4, no_forwarding_v6=False, own=OWN)
+    for dst in ("2001:db8:77::2", "2001:db8::1", "192.0.2.2", "192.168.1.7", "8.8.8.8"):
+        assert decide(rules, "lo", dst, TAKEN) == "main", dst  # the host's own routes
+        assert decide(rules, "tb1", dst, TAKEN) == "unreachable", dst  # nor the mesh's
+    assert decide(rules, "lo", MESH_V6, TAKEN) == "mesh"
+    assert decide(rules, "tb1", MESH_V4, TAKEN) == "mesh"
+
+
+def test_sources_outside_the_mesh_or_of_this_node_are_not_forwarded_into_it() -> None:
+    rules = fence.plan({"tb1", "tb2"}, V6, V4, no_forwarding_v6=False, own=OWN)
+    assert decide(rules, "tb1", MESH_V6, HOST) == "mesh"  # another node's traffic: carried
+    assert decide(rules, "tb1", MESH_V6, HOST, src="2001:db8::9") == "unreachable"
+    assert decide(rules, "tb1", MESH_V4, HOST, src="192.0.2.9") == "unreachable"
+    assert decide(rules, "tb1", MESH_V6, HOST, src="fde0:20c6:1fa7:ffff:1::") == "blackhole"
+    assert decide(rules, "tb2", MESH_V6, HOST, src="fde0:20c6:1fa7:ffff:1::3") == "blackhole"
+    assert decide(rules, "tb1", MESH_V4, HOST, src="10.77.1.1") == "blackhole"
+    assert decide(rules, "lo", MESH_V6, HOST, src="fde0:20c6:1fa7:ffff:1::") == "mesh"
+
+
+def test_with_a_key_only_links_with_a_neighbour_forward_into_the_mesh() -> None:
+    rules = fence.plan({"tb1", "tb2"}, V6, V4, no_forwarding_v6=False, own=OWN, carrying={"tb1"})
+    for dst in (MESH_V6, MESH_V4):
+        assert decide(rules, "tb1", dst, HOST) == "mesh"
+        assert decide(rules, "tb2", dst, HOST) == "unreachable"  # an outsider's cable
+        assert decide(rules, "lo", dst, HOST) == "mesh"  # the host's own: always
+    ruled = fence.plan({"tb1"}, V6, V4, no_forwarding_v6=False, carrying={"tb1", "gone0"})
+    assert not any(r.iif == "gone0" for r in ruled)  # a neighbour's link that left the mesh
 
 
 names = st.sets(st.sampled_from(["tb1", "tb2", "en0", "enp1s0", "eth0", "wlan0"]), max_size=4)
@@ -98,7 +148,7 @@ def test_nothing_from_another_link_reaches_the_mesh_and_nothing_leaves_it(
     mesh: set[str], ipv4_on: bool, was_off: bool, outsider: str, dst: str
 ) -> None:
     mesh = mesh - {outsider}
-    rules = fence.plan(mesh, V6, V4 if ipv4_on else None, no_forwarding_v6=was_off)
+    rules = fence.plan(mesh, V6, V4 if ipv4_on else None, no_forwarding_v6=was_off, own=OWN)
     assert decide(rules, outsider, dst, HOST) != "mesh"
     if ip_address(dst) in (V6 if ":" in dst else V4):
         assert decide(rules, outsider, dst, HOST) != "main" or (not ipv4_on and "." in dst)

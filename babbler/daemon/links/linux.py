@@ -328,10 +328,11 @@ def _rule_msg(rule: Rule) -> Any:
         attrs.append(("FRA_TABLE", rule.table))
     if rule.iif is not None:
         attrs.append(("FRA_IIFNAME", rule.iif))
-    if rule.dst is not None:
-        address, length = rule.dst.split("/")
-        msg["dst_len"] = int(length)
-        attrs.append(("FRA_DST", address))
+    for key, network in (("dst", rule.dst), ("src", rule.src)):
+        if network is not None:
+            address, length = network.split("/")
+            msg[f"{key}_len"] = int(length)
+            attrs.append((f"FRA_{key.upper()}", address))
     if rule.suppress_prefixlength is not None:
         attrs.append(("FRA_SUPPRESS_PREFIXLEN", rule.suppress_prefixlength))
     msg["attrs"] = attrs
@@ -347,7 +348,7 @@ def _rule_from(msg: Any) -> Rule | None:
     action = next((name for name, code in ACTIONS.items() if code == msg["action"]), None)
     if action is None:
         return None
-    dst = msg.get_attr("FRA_DST")
+    dst, src = msg.get_attr("FRA_DST"), msg.get_attr("FRA_SRC")
     suppress = msg.get_attr("FRA_SUPPRESS_PREFIXLEN")
     return Rule(
         family,
@@ -356,6 +357,7 @@ def _rule_from(msg: Any) -> Rule | None:
         iif=msg.get_attr("FRA_IIFNAME"),
         invert=bool(msg["flags"] & FIB_RULE_INVERT),
         dst=f"{dst}/{msg['dst_len']}" if dst else None,
+        src=f"{src}/{msg['src_len']}" if src else None,
         table=(msg.get_attr("FRA_TABLE") or msg["table"]) if action == "lookup" else None,
         suppress_prefixlength=None if suppress in (None, 0xFFFFFFFF) else suppress,
     )
