@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import collections
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -40,8 +41,18 @@ class Limits:
     # A client whose writer stays behind this long (it sends requests and does not read the
     # answers) is too slow.
     stall_limit: float = 10.0
-    # Clients at once; one more is told `no too many clients` and closed.
+    # Clients at once, everyone together; one more is told `no too many clients` and closed.
+    # Each holds a descriptor: with the daemon's own few dozen this stays well under the 4,096
+    # babblerd raises its soft limit to (daemon/cli.py WANTED_FDS).
     max_clients: int = 1024
+    # Kept for root and the daemon's own user: all other users together hold at most
+    # max_clients minus this, so root's `babblerctl status` (the doctor, a service check) gets
+    # in however many connections others hold.
+    kept_for_root: int = 64
+    # Connections one other user may hold (the peer's uid, from the kernel): a program of
+    # theirs holds one or two (a `watch`, a status loop), so this is room for a hundred, and
+    # one user at it leaves most of the others' share to the other users.
+    per_user: int = 256
 
 
 Send = Callable[[bytes], int]  # a non-blocking write: bytes taken; raises BlockingIOError
@@ -51,9 +62,14 @@ class Client:
     """One connection's subscriptions and outgoing queue."""
 
     def __init__(
-        self, number: int, send_now: Send | None = None, limits: Limits = Limits()
+        self,
+        number: int,
+        send_now: Send | None = None,
+        limits: Limits = Limits(),
+        uid: int | None = 0,
     ) -> None:
         self.number = number
+        self.uid = uid  # the peer's user, None when the system does not say
         self.limits = limits
         self._send_now = send_now
         self.monitor = False
@@ -163,6 +179,10 @@ class Hub:
     ) -> None:
         self.limits = limits
         self.clients: set[Client] = set()
+        # Users with room kept (Limits.kept_for_root); everyone else is counted per user.
+        self.privileged = frozenset({0, os.geteuid()})
+        self._per_user: collections.Counter[int | None] = collections.Counter()
+        self._others = 0  # clients of users not privileged
         self._counter = 0
         self._on_change = on_subscribers_changed
         self._pending: list[tuple[bool, str]] = []  # (is a watch event, text with newline)
@@ -182,16 +202,37 @@ class Hub:
         self.watching = sum(1 for c in self.clients if c.watch)
         self._on_change()
 
-    def new_client(self, send_now: Send | None = None) -> Client:
+    def admits(self, uid: int | None) -> bool:
+        """Whether one more client of user `uid` (None: unknown) is served: within
+        `max_clients` for root and the daemon's user; within their share and `per_user`
+        for everyone else (Limits)."""
+        limits = self.limits
+        if len(self.clients) >= limits.max_clients:
+            return False
+        if uid in self.privileged:
+            return True
+        share = limits.max_clients - limits.kept_for_root
+        return self._others < share and self._per_user[uid] < limits.per_user
+
+    def new_client(self, send_now: Send | None = None, uid: int | None = 0) -> Client:
         self._counter += 1
-        client = Client(self._counter, send_now, self.limits)
+        client = Client(self._counter, send_now, self.limits, uid)
         self.clients.add(client)
+        if uid not in self.privileged:
+            self._per_user[uid] += 1
+            self._others += 1
         return client
 
     def drop(self, client: Client) -> None:
-        was = client.subscribed
-        self.clients.discard(client)
-        if was:
+        if client not in self.clients:
+            return
+        self.clients.remove(client)
+        if client.uid not in self.privileged:
+            self._per_user[client.uid] -= 1
+            if not self._per_user[client.uid]:
+                del self._per_user[client.uid]
+            self._others -= 1
+        if client.subscribed:
             self._recount()
 
     def subscription_changed(self) -> None:

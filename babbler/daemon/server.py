@@ -11,7 +11,9 @@ import errno
 import os
 import socket
 import stat
-from functools import partial
+import struct
+from collections.abc import Callable
+from functools import cache, partial
 from pathlib import Path
 
 import structlog
@@ -19,6 +21,7 @@ import trio
 
 from babbler.core.errors import EnvironmentProblem
 from babbler.core.lines import TOO_LONG
+from babbler.core.platform import IS_LINUX
 from babbler.daemon.fanout import Client, Hub
 from babbler.daemon.linereader import LineReader
 from babbler.daemon.requests import MAX_REQUEST, REQUESTS, BadRequest, View, parse_request
@@ -38,6 +41,37 @@ HUNG_UP = (
     BrokenPipeError,
     ConnectionResetError,
 )
+# Linux's struct ucred, what SO_PEERCRED reads: pid, uid, gid.
+UCRED = struct.Struct("=iII")
+
+
+@cache
+def _getpeereid() -> Callable[[int], int | None]:
+    """getpeereid(3) of libc, for systems without SO_PEERCRED (macOS, the BSDs)."""
+    import ctypes
+
+    libc_getpeereid = ctypes.CDLL(None, use_errno=True).getpeereid
+
+    def getpeereid(fd: int) -> int | None:
+        uid, gid = ctypes.c_uint32(), ctypes.c_uint32()
+        if libc_getpeereid(fd, ctypes.byref(uid), ctypes.byref(gid)) != 0:
+            return None
+        return uid.value
+
+    return getpeereid
+
+
+def peer_uid(sock: trio.socket.SocketType) -> int | None:
+    """The user of the process at the other end of a Unix socket, as the kernel recorded it
+    at connect(); None if the system does not say. Linux: SO_PEERCRED; macOS has none (nor
+    `socket.SO_PEERCRED`), but getpeereid(3)."""
+    if not IS_LINUX:
+        return _getpeereid()(sock.fileno())
+    try:
+        ucred = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, UCRED.size)
+    except OSError:
+        return None
+    return int(UCRED.unpack(ucred)[1])
 
 
 async def _read_requests(stream: trio.SocketStream, client: Client, hub: Hub, view: View) -> None:
@@ -82,15 +116,16 @@ async def _write_queued(stream: trio.SocketStream, client: Client) -> None:
 
 async def handle_client(hub: Hub, view: View, stream: trio.SocketStream) -> None:
     """Serve one connection until it quits, hangs up, is too slow or the daemon stops."""
-    if len(hub.clients) >= hub.limits.max_clients:
+    uid = peer_uid(stream.socket)
+    if not hub.admits(uid):
         # A client may be gone already (a connect storm while full): nothing to tell it.
         with trio.move_on_after(FAREWELL), contextlib.suppress(*HUNG_UP):
             await stream.send_all(b"no too many clients\n")
         await stream.aclose()
         return
     fd = stream.socket.fileno()  # non-blocking (trio's): a full socket raises BlockingIOError
-    client = hub.new_client(lambda data: os.write(fd, data))
-    log.debug("client connected", client=client.number)
+    client = hub.new_client(lambda data: os.write(fd, data), uid)
+    log.debug("client connected", client=client.number, uid=uid)
     try:
         client.offer("".join(f"{line}\n" for line in view.header()))
         with client.scope:

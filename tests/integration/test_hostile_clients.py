@@ -3,7 +3,8 @@ the connection limit, connect storms, half-open connections, a megabyte without 
 random bytes, invalid UTF-8, a monitor that never reads. Meanwhile a well-behaved client keeps
 asking `status` and another keeps watching: they must stay served, the daemon's memory and
 descriptors bounded, and babeld untouched. The daemon runs under systemd's default
-descriptor limit (soft 1024) to show that limit does not come first."""
+descriptor limit (soft 1024) to show that limit does not come first. And an unprivileged
+user who holds connections locks out neither root nor another user."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import os
 import resource
 import socket
 import statistics
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -23,7 +26,7 @@ from babbler.client import Connection
 from babbler.core.errors import BabblerError
 from babbler.daemon.fanout import Limits
 from babbler.lab import Lab, Node
-from tests.integration.helpers import WAIT, LabFactory, batch, stats, until
+from tests.integration.helpers import NOBODY, WAIT, LabFactory, as_nobody, batch, stats, until
 from tests.integration.watcher import Follower
 from tests.needs import tool
 
@@ -32,6 +35,33 @@ pytestmark = pytest.mark.integration
 MAX_CLIENTS = Limits().max_clients
 IDLE = 1000
 STORM = 10_000
+HOARD = 1030  # what `nobody` held in the issue, locking root out
+# Connects `count` times to the socket and holds every connection until stdin closes;
+# prints how many were served and the refusals' first lines.
+HOLDER = """
+import json, resource, socket, sys
+path, count = sys.argv[1], int(sys.argv[2])
+hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+held, served, refusals = [], 0, set()
+for _ in range(count):
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(10)
+    sock.connect(path)
+    held.append(sock)
+    first = b""
+    while not first.endswith(b"\\n"):
+        chunk = sock.recv(1)
+        if not chunk:
+            break
+        first += chunk
+    if first.startswith(b"no "):
+        refusals.add(first.decode().strip())
+    else:
+        served += 1
+print(json.dumps({"served": served, "refusals": sorted(refusals)}), flush=True)
+sys.stdin.read()
+"""
 
 
 def raw(path: Path) -> socket.socket:
@@ -224,3 +254,52 @@ def test_hostile_clients_do_not_hurt_the_daemon_babeld_or_other_clients(
         f"{base['rss_bytes'] >> 20} -> {crowded['rss_bytes'] >> 20} (1024 clients) -> "
         f"{flooded['rss_bytes'] >> 20} MiB"
     )
+
+
+class Holder:
+    """A process of another user holding connections to a daemon's socket."""
+
+    def __init__(self, user: list[str], path: Path, count: int) -> None:
+        self.process = subprocess.Popen(
+            [*user, sys.executable, "-I", "-c", HOLDER, str(path), str(count)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd="/",
+        )
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        assert line, f"the holder failed (exit {self.process.wait(timeout=WAIT)})"
+        self.seen: dict[str, Any] = json.loads(line)
+
+    def close(self) -> None:
+        self.process.communicate(timeout=WAIT)  # closes stdin: it lets go and exits
+
+
+def test_a_user_holding_connections_locks_out_neither_root_nor_another_user(
+    make_lab: LabFactory,
+) -> None:
+    lab = make_lab(1, "line")
+    (node,) = lab.nodes
+    limits = Limits()
+    holders: list[Holder] = []
+    try:
+        holders.append(Holder(as_nobody(), node.socket, HOARD))
+        assert holders[0].seen == {"served": limits.per_user, "refusals": ["no too many clients"]}
+        setpriv = as_nobody()[0]
+        other = [setpriv, f"--reuid={NOBODY - 1}", f"--regid={NOBODY - 1}", "--clear-groups"]
+        holders.append(Holder(other, node.socket, 1))
+        assert holders[1].seen == {"served": 1, "refusals": []}
+        ctl = Path(sys.executable).with_name("babblerctl")
+        shown = subprocess.run(
+            [str(ctl), "status", "--socket", str(node.socket)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+        assert shown.returncode == 0, shown.stderr
+        assert stats(node)["clients"] == limits.per_user + 2  # the two users' and this one
+    finally:
+        for holder in holders:
+            holder.close()

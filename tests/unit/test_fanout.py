@@ -1,4 +1,5 @@
-"""A client's direct writes and its queue: order kept, whole lines at a farewell."""
+"""A client's direct writes and its queue: order kept, whole lines at a farewell. Who gets
+in: each user within their share, room kept for root."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import trio
 from hypothesis import given
 from hypothesis import strategies as st
 
-from babbler.daemon.fanout import Client
+from babbler.daemon.fanout import Client, Hub, Limits
 
 
 class Socket:
@@ -61,3 +62,30 @@ def test_nothing_goes_direct_while_something_is_queued_or_in_flight() -> None:
         assert await client.next_batch() == b"later\nnow\n"
 
     trio.run(main)
+
+
+def test_one_user_cannot_take_the_room_kept_for_root_or_lock_out_other_users() -> None:
+    """The issue's finding: `nobody` held 1,030 connections and root's `status` was refused."""
+    hub = Hub(limits=Limits(max_clients=10, kept_for_root=3, per_user=4))
+    alice, bob, carol = 70001, 70002, 70003  # not the test's own user, which counts as root
+
+    def fill(uid: int | None) -> int:
+        """Connect as `uid` until refused; how many got in."""
+        admitted = 0
+        while hub.admits(uid):
+            hub.new_client(uid=uid)
+            admitted += 1
+        return admitted
+
+    assert fill(alice) == 4  # her own cap
+    assert fill(bob) == 3  # the others' share (10 - 3) is full before his cap
+    assert fill(carol) == 0
+    assert fill(0) == 3  # root: the room kept, then the total
+    assert not hub.admits(0)
+    mine = next(c for c in hub.clients if c.uid == alice)
+    hub.drop(mine)
+    hub.drop(mine)  # a second drop changes nothing
+    assert fill(carol) == 1 and fill(None) == 0  # an unknown user is one more other user
+    for client in [c for c in hub.clients if c.uid == 0]:
+        hub.drop(client)
+    assert fill(0) == 3
