@@ -15,6 +15,9 @@ import click
 
 from babbler import __version__
 from babbler.client import Client, Connection, NodeEvent
+from babbler.client.backoff import Backoff
+from babbler.client.errors import Disconnected
+from babbler.client.sync import RETRIED
 from babbler.core import hostfile
 from babbler.core.cablegraph import CableGraph
 from babbler.core.errors import BabblerError
@@ -362,15 +365,38 @@ def _stream(socket_path: Path, request: str) -> None:
             click.echo(line)
 
 
+def _monitor(socket_path: Path, once: bool) -> None:
+    """`monitor`, and again each time babblerd ends it (babeld restarted with a new router
+    id, after its entries' `flush` lines; babblerd restarting), unless `once`. The first
+    connection failing is an error, as for every command."""
+    backoff = Backoff()
+    served = False  # once a stream was served, failures to connect are waited out
+    while True:
+        try:
+            _stream(socket_path, "monitor")
+        except RETRIED as error:
+            ended = isinstance(error, Disconnected)  # it served, then ended the stream
+            if once or not (served or ended):
+                raise
+            served = True
+            if ended:
+                backoff.reset()
+        time.sleep(backoff.delay())
+
+
 @main.command()
 @socket_option
+@click.option("--once", is_flag=True, help="end when babblerd ends the stream (exit 1)")
 @click.pass_context
-def monitor(ctx: click.Context, socket_path: Path | None) -> None:
+def monitor(ctx: click.Context, socket_path: Path | None, once: bool) -> None:
     """Follow babeld's table, live, in babeld's line format.
 
-    Prints the table, then add/change/flush lines. Keeps an on-demand mesh up while it runs.
+    Prints the table, then add/change/flush lines. When babeld restarts (its router id
+    changes), babblerd sends the old table's flush lines and ends the stream, as babeld's
+    own socket would; this command then reconnects and prints the new table (--once: exit
+    1), and likewise when babblerd restarts. Keeps an on-demand mesh up while it runs.
     """
-    _run(lambda: _stream(_socket(ctx, socket_path), "monitor"))
+    _run(lambda: _monitor(_socket(ctx, socket_path), once))
 
 
 @main.command()

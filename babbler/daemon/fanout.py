@@ -74,6 +74,7 @@ class Client:
         self._send_now = send_now
         self.monitor = False
         self.watch = False
+        self.header_id: str | None = None  # the router id its header named (`my-id`)
         self.too_slow = False
         self.scope = trio.CancelScope()
         # The rest of a line whose start was written when writing was cut short: sent
@@ -243,6 +244,17 @@ class Hub:
         if lines and self.monitoring:
             self._pending.extend((False, f"{line}\n") for line in lines)
             self._wake.set()
+
+    def end_monitors(self, my_id: str) -> int:
+        """babeld's router id is now `my_id`: each `monitor` client whose header named
+        another gets what is published so far (the old babeld's `flush` lines) and is then
+        disconnected, as babeld's own socket would be, so that it reconnects and reads the
+        new header. Returns how many were ended."""
+        self.flush()
+        stale = [c for c in self.clients if c.monitor and c.header_id != my_id]
+        for client in stale:
+            client.close()
+        return len(stale)
 
     def publish_event(self, event: dict[str, Any]) -> None:
         """One JSON event for `watch` clients."""

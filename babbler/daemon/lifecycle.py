@@ -176,7 +176,11 @@ class Daemon:
 
     @property
     def my_id(self) -> str:
-        """The running (or starting) babeld's router id, else the one the next will use."""
+        """The running (or starting) babeld's router id: an early-started one's until it
+        is adopted or stopped; else the one the next babeld will use."""
+        early = self._early
+        if self.mesh.my_id is None and early is not None and early.popen.poll() is None:
+            return early.launch.router_id
         return self.mesh.my_id or self.identity.next_router_id
 
     def settle(self) -> None:
@@ -239,6 +243,10 @@ class Daemon:
     def _on_fact(self, fact: Fact) -> None:
         if not isinstance(fact, Applied):
             self._publish_node()
+            if self.hub.monitoring and (ended := self.hub.end_monitors(self.my_id)):
+                # A babeld started or ended (its `flush` lines went first): a `monitor`
+                # whose header names another router id reconnects, as with babeld's own.
+                log.info("monitor clients ended: babeld's router id changed", clients=ended)
             return
         if self.hub.monitoring:
             self.hub.publish_lines([fact.line])

@@ -112,6 +112,9 @@ async def _write_queued(stream: trio.SocketStream, client: Client) -> None:
                 ends_line = data[sent - 1] == ord("\n")
                 client.unfinished = b"" if ends_line else data[sent : data.index(b"\n", sent) + 1]
         client.batch_sent()
+    # Closed and all sent: the connection is over, whoever closed it (the client quit, or
+    # the daemon ended a `monitor` whose header names a babeld that no longer runs).
+    client.scope.cancel()
 
 
 async def handle_client(hub: Hub, view: View, stream: trio.SocketStream) -> None:
@@ -127,7 +130,9 @@ async def handle_client(hub: Hub, view: View, stream: trio.SocketStream) -> None
     client = hub.new_client(lambda data: os.write(fd, data), uid)
     log.debug("client connected", client=client.number, uid=uid)
     try:
-        client.offer("".join(f"{line}\n" for line in view.header()))
+        header = view.header()
+        client.header_id = next((h[6:] for h in header if h.startswith("my-id ")), None)
+        client.offer("".join(f"{line}\n" for line in header))
         with client.scope:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(_write_queued, stream, client)

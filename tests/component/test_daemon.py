@@ -20,7 +20,7 @@ from babbler.core.links import Link
 from babbler.daemon.babeld.session import Deadlines
 from babbler.daemon.lifecycle import Tunables
 from babbler.daemon.mesh import Fact, MeshTunables
-from tests.component.harness import NODE, alive, connect, eventually, running, veth
+from tests.component.harness import NODE, Client, alive, connect, eventually, running, veth
 from tests.fakes.kernel import FakeKernel
 from tests.waits import nothing_within
 
@@ -124,22 +124,61 @@ async def test_babeld_that_never_greets_is_killed_and_restarted() -> None:
         await eventually(lambda: not alive(first_pid), what="the silent babeld gone")
 
 
-async def test_babeld_killed_is_restarted_and_monitor_clients_stay_consistent() -> None:
+async def my_id(client: Client) -> str:
+    """The router id a connection's header named (read by `connect(..., False)`)."""
+    header = await client.until_status()
+    return next(line.split()[1] for line in header if line.startswith("my-id "))
+
+
+async def test_babeld_killed_flushes_then_ends_each_monitor_which_reconnects_to_the_new_id() -> (
+    None
+):
     async with running(FakeKernel(veth("v1x2", 2)), mode="always") as (daemon, fake):
         await eventually(lambda: daemon.mesh.state == "running")
-        clients = [await connect(daemon.config.socket_path) for _ in range(20)]
+        watcher = await connect(daemon.config.socket_path)
+        await watcher.send("watch")
+        assert (await watcher.readline() or "").startswith("{"), "the watch snapshot"
+        clients = [await connect(daemon.config.socket_path, False) for _ in range(20)]
+        old = {await my_id(client) for client in clients}
+        assert old == {daemon.mesh.my_id}, "the header names the babeld that runs"
         for client in clients:
             snapshot = await client.request("monitor")
             assert snapshot[-1] == "ok" and len(snapshot) == 5
         os.kill(fake.starts()[0][0], signal.SIGKILL)
         for client in clients:
-            # First every old entry is flushed, then the new babeld's entries are added.
+            # Every old entry is flushed, then the connection ends, as babeld's own would:
+            # the header's my-id names a babeld that no longer runs.
             flushed = [await client.readline() for _ in range(4)]
-            assert all(line and line.startswith("flush ") for line in flushed)
-            added = [await client.readline() for _ in range(4)]
-            assert all(line and line.startswith("add ") for line in added)
+            assert all(line and line.startswith("flush ") for line in flushed), flushed
+            assert await client.readline() is None, "still connected under the old my-id"
+        await eventually(lambda: daemon.mesh.state == "running")
+        again = await connect(daemon.config.socket_path, False)
+        new = await my_id(again)
+        assert new == daemon.mesh.my_id and new not in old
+        snapshot = await again.request("monitor")
+        assert snapshot[-1] == "ok" and len(snapshot) == 5
         assert daemon.mesh.restarts == 1
-        assert daemon.mesh.state == "running"
+        await watcher.send("help")  # a `watch` client stays connected: its events go on
+        while (line := await watcher.readline()) != "ok":
+            assert line is not None, "the watch client was disconnected"
+
+
+async def test_before_an_early_babeld_is_adopted_the_header_names_it() -> None:
+    # On demand: the early babeld is adopted (or not) only when a subscriber starts the mesh.
+    async with running(FakeKernel(veth("v1x2", 2)), early_on="v1x2") as (daemon, fake):
+        control = daemon.config.private_dir / "babeld.sock"
+        await eventually(control.exists, what="the early babeld serving")
+        babeld = await connect(control, False)
+        early_id = await my_id(babeld)  # as the early babeld itself greets
+        await babeld.aclose()
+        client = await connect(daemon.config.socket_path, False)
+        assert await my_id(client) == early_id
+        assert daemon.mesh.session is None and fake.early_pid is not None
+        snapshot = await client.request("monitor")  # starts the mesh: the early one adopted
+        assert snapshot[-1] == "ok"
+        await eventually(lambda: daemon.mesh.state == "running")
+        assert daemon.mesh.my_id == early_id and len(fake.starts()) == 1
+        assert (await client.request("help"))[-1] == "ok", "the same babeld: still connected"
 
 
 async def test_repeats_are_dropped_at_the_door_and_real_changes_reach_both() -> None:

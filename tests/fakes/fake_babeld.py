@@ -31,7 +31,20 @@ MODE = os.environ.get("FAKE_BABELD_MODE", "normal")
 LOG = os.environ.get("FAKE_BABELD_LOG")
 CHATTER = os.environ.get("FAKE_BABELD_CHATTER")
 STAMP = os.environ.get("FAKE_BABELD_STAMP")
-GREETING = b"BABEL 1.0\nversion babeld-1.12.1\nhost fake\nmy-id 02:00:00:ff:fe:00:00:01\nok\n"
+GREETING = "BABEL 1.0\nversion babeld-1.12.1\nhost fake\nmy-id {my_id}\nok\n"
+DEFAULT_ID = "02:00:00:ff:fe:00:00:01"  # babeld's own pick when the -c file names none
+
+
+def router_id(args: list[str]) -> str:
+    """The `router-id` of the -c file, as babeld takes it (BABELD.md), else DEFAULT_ID."""
+    if "-c" in args:
+        with contextlib.suppress(OSError), open(args[args.index("-c") + 1]) as config:
+            for line in config:
+                if line.startswith("router-id "):
+                    return line.split()[1]
+    return DEFAULT_ID
+
+
 NEIGHBOUR = (
     "neighbour 5600000000a1 address fe80::2 if {if} reach ffff ureach 0000 "
     "rxcost 96 txcost 96 cost 96"
@@ -60,6 +73,7 @@ def main() -> None:
     sock_path = args[args.index("-G") + 1]
     pid_path = args[args.index("-I") + 1]
     first = args[-1]
+    greeting = GREETING.format(my_id=router_id(args)).encode()
     record(f"start {os.getpid()} {time.monotonic():.3f}")
     if MODE == "exit":
         print("fake babeld: unknown option -Z, giving up", file=sys.stderr, flush=True)
@@ -181,7 +195,7 @@ def main() -> None:
             if key.fileobj is listener:
                 conn, _ = listener.accept()
                 if MODE != "silent":
-                    conn.sendall(GREETING)
+                    conn.sendall(greeting)
                 selector.register(conn, selectors.EVENT_READ)
                 buffers[conn] = b""
                 continue
