@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from ipaddress import IPv6Address
 
+import pytest
+
 from babbler.core.addressing import format_node_id, interface_address, node_address, node_range
 from babbler.core.views import Facts
 from babbler.daemon.nodes.answer import (
@@ -15,6 +17,7 @@ from babbler.daemon.nodes.answer import (
     from_the_mesh,
     neighbours,
 )
+from babbler.daemon.nodes.checked import BadInfo, depth, parse
 from tests.schemas import check_node_info
 from tests.unit.recorded import table_of
 from tests.unit.samples import facts as sample_facts
@@ -65,3 +68,27 @@ def test_only_mesh_sources_and_at_most_the_rate() -> None:
     assert limit.allow("a", 1.0)  # a token a second
     assert limit.allow("b", 1.0) and limit.allow("c", 1.0)  # "a" is forgotten: 2 sources kept
     assert [limit.allow("a", 1.0) for _ in range(4)] == [True, True, True, False]
+
+
+def test_a_babblerd_s_own_answer_is_taken_as_it_is_even_shortened() -> None:
+    value = answer(
+        facts(NEIGHBOUR, OWN_ROUTE), "n1", (("role", "w"), ("gpus", 8)), 3.14, node_address(ME)
+    )
+    value["cables"] = [{"interface": "v1x2", "address": "10.77.128.0", "peer": "10.77.128.1"}]
+    for data in (encode(value), encode({**value, "neighbours": value["neighbours"] * 2000})):
+        assert parse(data) == json.loads(data)
+
+
+def test_an_older_answer_lacking_later_fields_is_taken() -> None:
+    old = {"node_id": format_node_id(PEER), "name": "n2", "version": "0.0.9", "uptime_s": 5}
+    old["interfaces"] = [{"name": "eth1", "kind": "ethernet", "speed_mbps": None, "cost": 96}]
+    info = parse(json.dumps(old).encode())
+    assert info["interfaces"][0]["max_mtu"] is None and info["cables"] == []
+    assert info["node_address_v4"] is None and info["info"] == {} and info["neighbours"] == []
+
+
+def test_depth_counts_brackets_outside_strings_only() -> None:
+    assert depth(b'{"a": [[1], {"b": "[[[[{{"}]}') == 3
+    assert depth(b'{"a": "\\"[[[["}') == 1
+    with pytest.raises(BadInfo, match="nested deeper than 16"):
+        parse(b'{"info": ' + b"[" * 17 + b"]" * 17 + b"}")

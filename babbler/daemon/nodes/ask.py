@@ -1,14 +1,14 @@
-"""Asking another node for its info (answer.py is the answer's side)."""
+"""Asking another node for its info (answer.py is the answer's side, checked.py what an
+answer must be)."""
 
 from __future__ import annotations
 
-import json
 from ipaddress import IPv6Address
-from typing import Any
 
 import trio
 
 from babbler.daemon.nodes.answer import ANSWER_CAP, REQUEST
+from babbler.daemon.nodes.checked import BadInfo, Info, parse
 
 ASK_TIMEOUT = 5.0  # seconds for the whole exchange
 
@@ -17,8 +17,13 @@ class AskFailed(Exception):
     """The node did not answer, or not with node info; the message says which."""
 
 
-async def ask(address: IPv6Address, port: int) -> dict[str, Any]:
-    """One `info` exchange with the node at `address`. Raises AskFailed."""
+class BadAnswer(AskFailed):
+    """The node answered, with something checked.py refuses (`bad node info: ...`)."""
+
+
+async def ask(address: IPv6Address, port: int) -> Info:
+    """One `info` exchange with the node at `address`: its answer, checked. Raises AskFailed
+    (BadAnswer for an answer checked.py refuses)."""
     data = b""
     with trio.move_on_after(ASK_TIMEOUT) as scope:
         try:
@@ -34,12 +39,7 @@ async def ask(address: IPv6Address, port: int) -> dict[str, Any]:
                 raise AskFailed(f"connection broke: {error}") from None
     if scope.cancelled_caught:
         raise AskFailed(f"no answer within {ASK_TIMEOUT:g} s")
-    if len(data) > ANSWER_CAP:
-        raise AskFailed(f"answer longer than {ANSWER_CAP} bytes")
     try:
-        value = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise AskFailed(f"not node info: {data[:40]!r}") from None
-    if not isinstance(value, dict):
-        raise AskFailed("not node info: not an object")
-    return value
+        return parse(data)
+    except BadInfo as error:
+        raise BadAnswer(f"bad node info: {error}") from None

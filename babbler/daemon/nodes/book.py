@@ -2,6 +2,8 @@
 when to ask them again. Pure: the daemon feeds routes and answers, and asks `due()` whom to
 fetch; `view()` is `status.nodes`, `events()` the `watch` events between two views.
 
+Answers come checked (checked.py): every field the book reads has its documented type.
+
 A node is routed when babeld has a usable route to its node address (range | 0, which every
 babblerd announces while its mesh runs). It is asked for its info when that route appears,
 then every REFRESH seconds; a failed ask, or an answer given while the node was still

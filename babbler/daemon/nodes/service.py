@@ -12,9 +12,11 @@ the routes are read through the callables it is given.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
+from ipaddress import IPv6Address
 from typing import Any
 
+import structlog
 import trio
 
 from babbler.core.addressing import format_node_id, node_address
@@ -23,6 +25,8 @@ from babbler.daemon.fanout import Hub
 from babbler.daemon.nodes import ask, server
 from babbler.daemon.nodes.book import NodeBook, events
 from babbler.daemon.wakeup import Signal, rerun_on
+
+log = structlog.get_logger("babbler.info")
 
 # Other nodes asked for their info at once, at most.
 ASKS = 8
@@ -42,6 +46,7 @@ class NodeService:
         moved: Signal,
         answered: Callable[[int, dict[str, Any]], None] = lambda node, info: None,
         hold: Callable[[], float] = lambda: 1.0,
+        asker: Callable[[IPv6Address, int], Awaitable[dict[str, Any]]] = ask.ask,
     ) -> None:
         self._me = me  # this node's id: `moved` notifies when it changes (a collision)
         self._moved = moved
@@ -51,10 +56,12 @@ class NodeService:
         self._hub = hub
         self._answered = answered  # a node's info came (the IPv4 collision check reads it)
         self._hold = hold  # seconds without a route before a node is down (config.down_hold)
+        self._ask_node = asker  # one exchange with a node (tests: a fake node elsewhere)
         self.book = NodeBook(me())
         self._routes_changed = trio.Event()
         # The nodes `watch` clients were last told of; None while nobody watches.
         self._published: list[dict[str, Any]] | None = None
+        self._said: set[tuple[int, str]] = set()  # (node, kind) of failed asks logged
 
     def view(self) -> list[dict[str, Any]]:
         """`status.nodes`."""
@@ -112,18 +119,36 @@ class NodeService:
                 await trio.sleep(COALESCE)  # route changes come in bursts
 
     async def _ask(self, node: int, limiter: trio.CapacityLimiter) -> None:
+        """Ask one node and take its answer. Nothing a node answers, and nothing taking the
+        answer raises, leaves this ask: it is the node's `error`, logged once per node and
+        kind, and the service goes on."""
         async with limiter:
             try:
-                info = await ask.ask(node_address(node), self.port or DEFAULT_INFO_PORT)
+                info = await self._ask_node(node_address(node), self.port or DEFAULT_INFO_PORT)
+                if info.get("node_id") != format_node_id(node):
+                    raise ask.AskFailed("answered with another node id")
+                self.book.answered(node, info, trio.current_time())
+                self._answered(node, info)
             except ask.AskFailed as error:
                 self.book.failed(node, str(error))
+                if isinstance(error, ask.BadAnswer):  # not one that could not be reached
+                    self._log_once(node, "refused", error)
+            except Exception as error:  # a bug here must not end the daemon: said, kept
+                self.book.failed(node, f"internal error ({type(error).__name__}): see the log")
+                self._log_once(node, type(error).__name__, error)
             else:
-                if info.get("node_id") == format_node_id(node):
-                    self.book.answered(node, info, trio.current_time())
-                    self._answered(node, info)
-                else:
-                    self.book.failed(node, "answered with another node id")
+                self._said = {(n, kind) for n, kind in self._said if n != node}
         self._routes_changed.set()
+
+    def _log_once(self, node: int, kind: str, error: Exception) -> None:
+        """Say a failed ask once for each node and kind, until the node answers well."""
+        if (node, kind) in self._said:
+            return
+        self._said.add((node, kind))
+        if isinstance(error, ask.AskFailed):
+            log.warning("node info refused", node=format_node_id(node), error=str(error))
+        else:
+            log.error("taking node info failed", node=format_node_id(node), exc_info=error)
 
     def _publish(self) -> None:
         """Node events for `watch` clients. With none, nothing is made: the view of every
