@@ -18,7 +18,8 @@ from babbler.bench.report import NodeResult
 from babbler.bench.wire import SWEEP
 from babbler.client import Node, Status
 from babbler.core.errors import BabblerError
-from babbler.ui.render import ipv4_node_address, reachable_node
+from babbler.core.printable import escape
+from babbler.ui.render import ipv4_node_address, lines_of, reachable_node
 
 BAR = 30
 # Redraws at most this often (it was called per chunk: 65,000 redraws, 4.5 MB of terminal
@@ -38,6 +39,8 @@ class Bar:
         self.redraws = 0
 
     def step(self, label: str) -> Callable[[float], None]:
+        label = escape(label)  # it names another node
+
         def show(done: float) -> None:
             if not self.enabled:
                 return
@@ -121,7 +124,7 @@ def run_ring(status: Status, *, duration: float, port: int, as_json: bool) -> No
             out.append(entry)
         click.echo(json.dumps({"from": me, "ring": out}, indent=2))
     else:
-        click.echo("\n".join(report.ring(names, rates, duration)))
+        click.echo(lines_of(report.ring(names, rates, duration)))  # names: escaped
     if any(not isinstance(rate, wire.Rate) for rate in rates):
         sys.exit(1)
 
@@ -153,12 +156,12 @@ def run_nodes(
             found["behind_slow_links"] = report.behind_slow_links(results)
         click.echo(json.dumps(found, indent=2))
     elif node is not None:
-        click.echo("\n".join(report.one(me, results[0])))
+        click.echo(lines_of(report.one(me, results[0])))  # names: escaped
     else:
-        click.echo("\n".join(report.every(me, results)))
+        click.echo(lines_of(report.every(me, results)))
         for result in results:
             if result.sweep:
-                click.echo("\n" + "\n".join(report.one(me, result)))
+                click.echo("\n" + lines_of(report.one(me, result)))
     if svg is not None:
         svg.write_text(report.svg(me, results))
         click.echo(f"wrote {svg}", err=as_json)

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from ipaddress import IPv4Address
 from typing import Any
 
+from babbler.core.printable import escape
+
 INTERFACE = re.compile(r"^[A-Za-z0-9_.:-]{1,15}$")  # what Linux and macOS allow, and no more
 UNKNOWN_COST = 96  # a link whose cost nobody said (babbler's cost for unknown)
 
@@ -111,8 +113,9 @@ class CableGraph:
         return self.cables.get(frozenset((a, b)), [])
 
     def label(self, node_id: str) -> str:
+        """The node as messages name it: its name (escaped: it came from the node) or id."""
         host = self.hosts.get(node_id)
-        return (host.name if host else None) or node_id
+        return escape((host.name if host else None) or node_id)
 
 
 def _text(value: object) -> str | None:

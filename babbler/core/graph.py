@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from babbler.core.printable import escape
+
 UNKNOWN_COST = 96  # a link whose cost the info did not say (babbler's cost for unknown)
 
 
@@ -118,10 +120,12 @@ def _speed(mbps: int | None) -> str:
     return f" {mbps / 1000:g}G" if mbps >= 1000 else f" {mbps}M"
 
 
-def _quote(text: str) -> str:
-    """A DOT string: backslashes and quotes escaped, newlines as DOT's \\n."""
-    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-    return f'"{escaped}"'
+def _quote(*lines: str) -> str:
+    """A DOT string of these lines (DOT's \\n between them): control characters shown as
+    escapes (core/printable.py: names come from other machines, and DOT is printed on a
+    terminal), then backslashes and quotes escaped."""
+    escaped = [escape(line).replace("\\", "\\\\").replace('"', '\\"') for line in lines]
+    return '"' + "\\n".join(escaped) + '"'
 
 
 def to_dot(graph: Graph) -> str:
@@ -133,9 +137,8 @@ def to_dot(graph: Graph) -> str:
         '  edge [fontname="sans-serif", fontsize=10];',
     ]
     for node in sorted(graph.names):
-        label = f"{graph.names[node]}\n{node}"
         mark = ', style="rounded,bold", penwidth=2' if node == graph.me else ""
-        lines.append(f"  {_quote(node)} [label={_quote(label)}{mark}];")
+        lines.append(f"  {_quote(node)} [label={_quote(graph.names[node], node)}{mark}];")
     done: set[tuple[str, str | None]] = set()
     for node in sorted(graph.edges):
         for edge in graph.edges[node]:

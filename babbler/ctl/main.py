@@ -29,6 +29,7 @@ from babbler.core.platform import (
     NODE_ADDRESS_LABEL,
     SOCKET_NAME,
 )
+from babbler.core.printable import escape
 from babbler.ui import command, render
 from babbler.ui.watchview import WatchView
 from babbler.ui.watchview import as_json as as_json_line
@@ -203,15 +204,19 @@ def ip(
             }
             click.echo(json.dumps(answer, indent=2))
             return
+
+        def say(line: str) -> None:  # another node's addresses come from its info: escaped
+            click.echo(escape(line))
+
         if v6 or not v4:
-            click.echo(other.node_address if other else value.node_address)
+            say(other.node_address if other else value.node_address)
         if v4:
-            click.echo(render.ipv4_node_address(value, other))
+            say(render.ipv4_node_address(value, other))
         if show_all and other is None:
             for entry in value.addresses:
-                click.echo(f"{entry.address}  {entry.interface}")
+                say(f"{entry.address}  {entry.interface}")
         for cable in (other.cables if other else value.addresses_v4) if show_all else ():
-            click.echo(f"{cable.address}  {cable.interface} (cable to {cable.peer})")
+            say(f"{cable.address}  {cable.interface} (cable to {cable.peer})")
 
     _run(go)
 
@@ -295,8 +300,8 @@ def hostfile_command(
             made = hostfile.torch(graph, ids, port, this, gloo)
         else:
             made = hostfile.hosts_lines(graph, _host_names())
-        for warning in made.warnings:
-            click.echo(f"babblerctl: warning: {warning}", err=True)
+        for warning in made.warnings:  # they name other machines' nodes: escaped
+            click.echo(escape(f"babblerctl: warning: {warning}"), err=True)
         body = made.value
         text = json.dumps(body, indent=2) if form in ("mlx", "jaccl") else "\n".join(body)
         _write(text + "\n", output)

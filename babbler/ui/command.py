@@ -12,17 +12,18 @@ from pathlib import Path
 import click
 
 from babbler.core.errors import BabblerError
+from babbler.core.printable import escape
 
 
 def run_command(prog: str, fn: Callable[[], object]) -> None:
-    """Run a command's body; a BabblerError or OSError becomes one line on stderr and exit 1,
-    a closed pipe or Ctrl-C a quiet exit 0."""
+    """Run a command's body; a BabblerError or OSError becomes one line on stderr (escaped:
+    core/printable.py) and exit 1, a closed pipe or Ctrl-C a quiet exit 0."""
     try:
         fn()
     except (BabblerError, OSError) as error:
         if isinstance(error, BrokenPipeError):
             sys.exit(0)
-        click.echo(f"{prog}: {error}", err=True)
+        click.echo(escape(f"{prog}: {error}"), err=True)  # it may name another machine's node
         sys.exit(1)
     except KeyboardInterrupt:
         sys.exit(0)

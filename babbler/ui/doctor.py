@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from babbler.client.model import Status
 from babbler.core.cablegraph import CableGraph
+from babbler.core.printable import escape
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 KEY_HINT = "a different mesh key, or no babblerd at the far end (babblerctl doctor there)"
@@ -359,11 +360,12 @@ def failed(found: Iterable[Check]) -> bool:
 
 
 def render_checks(found: Iterable[Check]) -> str:
-    """One line per check: status, name, what it saw, and after `->` what to do."""
+    """One line per check: status, name, what it saw, and after `->` what to do (escaped:
+    what it saw may name other machines' nodes and links)."""
     rows = list(found)
     width = max((len(c.check) for c in rows), default=0)
     lines = []
     for c in rows:
         todo = f"  -> {c.do}" if c.do and c.status != OK else ""
-        lines.append(f"{c.status:<4}  {c.check:<{width}}  {c.saw}{todo}")
+        lines.append(escape(f"{c.status:<4}  {c.check:<{width}}  {c.saw}{todo}"))
     return "\n".join(lines)

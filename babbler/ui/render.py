@@ -1,5 +1,9 @@
 """What people read (pure): the status, the other nodes and the path to one as tables, and
-the one way every command finds a node from a name, node id or node address."""
+the one way every command finds a node from a name, node id or node address.
+
+Every text shown is escaped (core/printable.py): names, versions and link names come from
+other machines, and a terminal must only print them.
+"""
 
 from __future__ import annotations
 
@@ -9,16 +13,23 @@ from typing import Any
 from babbler.client.model import Node, Status
 from babbler.core.errors import BabblerError
 from babbler.core.graph import Graph
+from babbler.core.printable import escape
 
 
 def table(rows: list[list[str]], headers: list[str]) -> list[str]:
+    rows = [[escape(str(cell)) for cell in row] for row in rows]
     widths = [max(len(str(c)) for c in col) for col in zip(headers, *rows, strict=False)]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
     return ["  " + fmt.format(*headers).rstrip()] + ["  " + fmt.format(*r).rstrip() for r in rows]
 
 
 def text(value: Any) -> str:
-    return "-" if value is None else str(value)
+    return "-" if value is None else escape(str(value))
+
+
+def lines_of(lines: list[str]) -> str:
+    """Lines as one text, each escaped: a newline inside one is shown, never taken."""
+    return "\n".join(escape(line) for line in lines)
 
 
 def speed(mbps: int | None) -> str:
@@ -127,7 +138,7 @@ def render_path(s: Status, what: str) -> str:
     """The path to a node, hop by hop with names, links and costs (path_of as text)."""
     p = path_of(s, what)
     if not p["steps"]:
-        return f"{p['to']} is this node"
+        return escape(f"{p['to']} is this node")
     hops = p["hops"]
     metric = "rerouting" if p["metric"] is None else p["metric"]
     lines = [
@@ -144,7 +155,7 @@ def render_path(s: Status, what: str) -> str:
             f"  note: babeld's route leaves by {p['interface']}, not {first}: "
             "the node infos are behind the routes (a node is asked again when its links change)"
         )
-    return "\n".join(lines)
+    return lines_of(lines)
 
 
 def nodes_json(s: Status) -> list[dict[str, Any]]:
@@ -160,7 +171,7 @@ def render_stats(stats: dict[str, Any], prefix: str = "") -> list[str]:
         if isinstance(value, dict):
             out += render_stats(value, f"{prefix}{key}.")
         else:
-            out.append(f"{prefix}{key}: {value}")
+            out.append(escape(f"{prefix}{key}: {value}"))
     return out
 
 
@@ -249,7 +260,7 @@ def render_status(s: Status, routes: bool = False) -> str:
             f" reachable{more}"
         )
     lines += render_nodes(s)
-    return "\n".join(lines)
+    return lines_of(lines)
 
 
 def _address(text: str | None) -> IPv6Address | IPv4Address | None:

@@ -3,7 +3,8 @@
 the mesh or babeld starting and failing), and the JSON form programs read.
 
 Fed the client library's events in order; keeps what it needs to say "n3" instead of a
-node id and "down" only when a link was up.
+node id and "down" only when a link was up. Every line is escaped (core/printable.py): names
+and link names come from other machines.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import json
 from typing import Any
 
 from babbler.client.model import Change, Event, Lost, NodeEvent, Snapshot, Status
+from babbler.core.printable import escape
 
 
 def as_json(event: Event) -> str | None:
@@ -41,6 +43,10 @@ class WatchView:
         self.lost = False
 
     def lines(self, event: Event) -> list[str]:
+        """What a person reads of one event: a line each, none when it means nothing."""
+        return [escape(line) for line in self._lines(event)]
+
+    def _lines(self, event: Event) -> list[str]:
         if isinstance(event, Lost):
             self.lost = True
             return [f"lost babblerd ({event.reason}); trying again"]
