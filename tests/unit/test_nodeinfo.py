@@ -77,6 +77,8 @@ def test_a_babblerd_s_own_answer_is_taken_as_it_is_even_shortened() -> None:
     value["cables"] = [{"interface": "v1x2", "address": "10.77.128.0", "peer": "10.77.128.1"}]
     for data in (encode(value), encode({**value, "neighbours": value["neighbours"] * 2000})):
         assert parse(data) == json.loads(data)
+    long = answer(facts(NEIGHBOUR), "n" * 100, (), 1.0, node_address(ME))  # a macOS host name
+    assert parse(encode(long))["name"] == "n" * 64
 
 
 def test_an_older_answer_lacking_later_fields_is_taken() -> None:

@@ -16,6 +16,7 @@ from ipaddress import IPv6Address
 from typing import Any
 
 from babbler.core.addressing import MESH_PREFIX, format_node_id
+from babbler.core.config import MAX_NAME
 from babbler.core.views import Facts, interfaces, neighbour_nodes
 
 ANSWER_CAP = 16 * 1024  # bytes, newline included
@@ -45,7 +46,7 @@ def answer(
 ) -> dict[str, Any]:
     return {
         "node_id": format_node_id(facts.node_id),
-        "name": name,
+        "name": name[:MAX_NAME],  # a host name may be longer (macOS): others take at most this
         "version": facts.version,
         "uptime_s": round(uptime_s, 1),
         "node_address": str(node_address),
