@@ -237,6 +237,12 @@ def _info(key: str, value: Any) -> tuple[tuple[str, str | int | float | bool], .
             raise ConfigError(f"{key}: not a field name: {name!r}")
         if not isinstance(field_value, str | int | float | bool):
             raise ConfigError(f"{key}: {name} must be text, a number or true/false")
+        # What other nodes refuse on arrival (daemon/nodes/checked.py) is refused here: one
+        # such field would have every peer refuse this node's whole info.
+        if isinstance(field_value, str) and not field_value.isprintable():
+            raise ConfigError(f"{key}: {name} must be printable text, got {field_value!r}")
+        if isinstance(field_value, float) and not math.isfinite(field_value):
+            raise ConfigError(f"{key}: {name} must be a finite number, got {field_value!r}")
         out.append((name, field_value))
     if len(repr(out)) > MAX_INFO_FIELDS:
         raise ConfigError(f"{key}: the fields take more than {MAX_INFO_FIELDS} bytes")

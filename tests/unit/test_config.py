@@ -161,11 +161,18 @@ def test_node_info_settings_from_flags_and_file(tmp_path: Path) -> None:
         ({"name": "a\tb"}, "name: at most 64 printable characters"),
         ({"info": ("role",)}, "info: expected KEY=VALUE"),
         ({"info": ("big=" + "x" * 5000,)}, "info: the fields take more than 4096 bytes"),
+        ({"info": ("rack=a\tb",)}, "info: rack must be printable text"),  # peers refuse it
+        ({"info": ("rack=\x1b[2J",)}, "info: rack must be printable text"),
     ],
 )
 def test_bad_node_info_settings_are_named(flags: dict[str, object], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         build(flags)
+
+
+def test_an_info_number_other_nodes_would_refuse_is_refused_here(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="info: load must be a finite number"):
+        build({}, write(tmp_path, "[info]\nload = nan\n"))
 
 
 def test_the_down_hold_follows_the_hello_interval_unless_set(tmp_path: Path) -> None:
