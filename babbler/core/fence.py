@@ -12,8 +12,8 @@ taking the host's other traffic. So:
   prefixes are unreachable for everything but the mesh and this host;
 - what comes in on a mesh link and has no mesh route, or a source outside the mesh, is not
   sent on by the host's other routes (its default route, the LAN): unreachable;
-- what comes in on a mesh link with a source of this node's own range or node address is
-  a spoof (or a loop) and is dropped before any lookup;
+- what comes in on a mesh link with a source of this node's own range, node address or
+  cable addresses is a spoof (or a loop) and is dropped before any lookup;
 - with a mesh key, a link forwards into the mesh only while babeld lists an authenticated
   neighbour on it (`carrying`): an outsider cabled to a keyed node, who is no neighbour,
   sends nothing through it, whatever source it writes (IPv6 has no reverse-path filter);
@@ -83,6 +83,7 @@ class Own:
 
     range_v6: IPv6Network  # the node range (node address and link addresses)
     node_v4: IPv4Address | None = None  # the IPv4 node address, while IPv4 runs
+    cables_v4: tuple[IPv4Address, ...] = ()  # this node's ends of its cable /31s
 
 
 def plan(
@@ -106,8 +107,7 @@ def plan(
         out |= {Rule(family, PRIORITY + 2, "unreachable", iif=link) for link in links}
         if prefix is None:
             continue
-        mine = _own(own, family)
-        if mine is not None:
+        for mine in _own(own, family):
             out |= {Rule(family, PRIORITY, "blackhole", iif=link, src=mine) for link in links}
         net = str(prefix)
         out.add(Rule(family, PRIORITY + 1, "lookup", iif=LOOPBACK, dst=net, table=TABLE))
@@ -133,9 +133,20 @@ def plan(
     return frozenset(out)
 
 
-def _own(own: Own | None, family: int) -> str | None:
+def carrying(neighbours: Iterable[tuple[str, str]], link_locals: Iterable[str]) -> set[str]:
+    """With a key: the links that forward into the mesh, from babeld's neighbours (interface,
+    address). babeld lists a neighbour once a packet's HMAC checks out, before its replay
+    check (RFC 8967's challenge): one at this node's own link-local is its own hello sent
+    back by whoever is on the cable, never a neighbour."""
+    ours = set(link_locals)
+    return {link for link, address in neighbours if address not in ours}
+
+
+def _own(own: Own | None, family: int) -> list[str]:
+    """This node's own sources of one family, as networks."""
     if own is None:
-        return None
+        return []
     if family == 6:
-        return str(own.range_v6)
-    return None if own.node_v4 is None else f"{own.node_v4}/32"
+        return [str(own.range_v6)]
+    mine = [own.node_v4] if own.node_v4 is not None else []
+    return [f"{address}/32" for address in (*mine, *own.cables_v4)]

@@ -413,11 +413,17 @@ class Daemon:
             return frozenset()
         before, _ = self.sysctls.changed.get(FORWARDING, (self.sysctls.read(FORWARDING), ""))
         v4 = self.ipv4.state
-        own = fence.Own(self.identity.node_range, v4.node_address)
+        cables = tuple(cable.address for cable in self.ipv4.cables)
+        own = fence.Own(self.identity.node_range, v4.node_address, cables)
         # With a key, babeld's neighbours are the authenticated ones: a link forwards into
         # the mesh only while it has one (an outsider's spoofed packets go nowhere).
-        met = {e.field("if") or "" for e in self.mesh.table.entries("neighbour")}
-        carrying = met if self.key is not None else None
+        carrying = None
+        if self.key is not None:
+            table = self.mesh.table
+            neighbours = table.entries("neighbour")
+            met = [(e.field("if") or "", e.field("address") or "") for e in neighbours]
+            mine = [e.field("ipv6") or "" for e in table.entries("interface")]
+            carrying = fence.carrying(met, mine)
         prefix_v4 = v4.prefix if v4.on else None
         return fence.plan(mesh, MESH_PREFIX, prefix_v4, before == "0", own, carrying)
 

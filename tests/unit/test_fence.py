@@ -102,7 +102,12 @@ TAKEN = {
     MAIN: HOST[MAIN],
     TABLE: [*HOST[TABLE], "::/0", "0.0.0.0/0", "2001:db8:77::2/128", "192.0.2.2/32"],
 }
-OWN = fence.Own(IPv6Network("fde0:20c6:1fa7:ffff:1::/112"), IPv4Address("10.77.1.1"))
+# This node: its range, its IPv4 node address and its end of the cable /31 10.77.200.0/31.
+OWN = fence.Own(
+    IPv6Network("fde0:20c6:1fa7:ffff:1::/112"),
+    IPv4Address("10.77.1.1"),
+    (IPv4Address("10.77.200.0"),),
+)
 
 
 def test_routes_outside_the_mesh_in_babelds_table_take_none_of_the_hosts_traffic() -> None:
@@ -122,6 +127,8 @@ def test_sources_outside_the_mesh_or_of_this_node_are_not_forwarded_into_it() ->
     assert decide(rules, "tb1", MESH_V6, HOST, src="fde0:20c6:1fa7:ffff:1::") == "blackhole"
     assert decide(rules, "tb2", MESH_V6, HOST, src="fde0:20c6:1fa7:ffff:1::3") == "blackhole"
     assert decide(rules, "tb1", MESH_V4, HOST, src="10.77.1.1") == "blackhole"
+    assert decide(rules, "tb2", MESH_V4, HOST, src="10.77.200.0") == "blackhole"  # our cable end
+    assert decide(rules, "tb1", MESH_V4, HOST, src="10.77.200.1") == "mesh"  # the far end's
     assert decide(rules, "lo", MESH_V6, HOST, src="fde0:20c6:1fa7:ffff:1::") == "mesh"
 
 
@@ -133,6 +140,13 @@ def test_with_a_key_only_links_with_a_neighbour_forward_into_the_mesh() -> None:
         assert decide(rules, "lo", dst, HOST) == "mesh"  # the host's own: always
     ruled = fence.plan({"tb1"}, V6, V4, no_forwarding_v6=False, carrying={"tb1", "gone0"})
     assert not any(r.iif == "gone0" for r in ruled)  # a neighbour's link that left the mesh
+
+
+def test_a_neighbour_at_this_nodes_own_link_local_carries_nothing() -> None:
+    """babeld lists a neighbour once its HMAC checks out, before the replay check: a node's
+    own signed hello sent back on its cable makes one, at the node's own link-local."""
+    neighbours = [("tb1", "fe80::2"), ("tb2", "fe80::a1"), ("tb3", "fe80::3")]
+    assert fence.carrying(neighbours, ["fe80::a1", "fe80::a3"]) == {"tb1", "tb3"}
 
 
 names = st.sets(st.sampled_from(["tb1", "tb2", "en0", "enp1s0", "eth0", "wlan0"]), max_size=4)
