@@ -3,7 +3,9 @@
 Pure. Rules (DESIGN.md "Addressing"):
 - while the mesh is active, every usable link holds exactly one address of the node range,
   numbered n, and keeps that n for the life of the daemon (across down/up and re-creation),
-  and the loopback link holds the node address (range | 0);
+  and the loopback link holds the node address (range | 0); a new n is random, so that two
+  machines with one node id (a cloned disk) announce different link addresses and each
+  sees the other's wherever they are (core/collision.py);
 - on selected links and loopback, any other address inside the mesh /48 is removed (stale,
   e.g. the node address of a node id given up after a collision);
 - on any link, addresses of the node's own range that are not wanted are removed (they are
@@ -17,10 +19,14 @@ Pure. Rules (DESIGN.md "Addressing"):
 
 from __future__ import annotations
 
+import secrets
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from ipaddress import IPv4Interface, IPv6Address
 
 from babbler.core.addressing import (
+    FIRST_INDEX,
+    LAST_INDEX,
     index_in_range,
     interface_address,
     is_mesh_address,
@@ -40,11 +46,26 @@ class AddressPlan:
         return bool(self.add or self.remove)
 
 
+def random_free_index(taken: set[int]) -> int:
+    """A random index not in `taken`. With the lowest free one, two clones both numbered
+    their one link 1: with two or more nodes between them neither ever saw a route into its
+    range from the other (a 4-line: measured), so the collision stayed. Raises ValueError
+    when the range is full."""
+    if len(taken) > (LAST_INDEX - FIRST_INDEX) // 2:
+        return next_free_index(taken)  # hardly ever: a random pick would take long
+    while True:
+        index = FIRST_INDEX + secrets.randbelow(LAST_INDEX - FIRST_INDEX + 1)
+        if index not in taken:
+            return index
+
+
 @dataclass
 class IndexBook:
     """Interface name -> n, kept for the life of the daemon. Adopts the n of an address a
-    previous run left in our range, so that addresses stay stable across daemon restarts."""
+    previous run left in our range, so that addresses stay stable across daemon restarts;
+    else `pick` chooses (random_free_index)."""
 
+    pick: Callable[[set[int]], int] = random_free_index
     by_name: dict[str, int] = field(default_factory=dict)
 
     def number(self, name: str, node_id: int, present: frozenset[IPv6Address]) -> int:
@@ -56,7 +77,7 @@ class IndexBook:
             if index is not None and index not in taken:
                 self.by_name[name] = index
                 return index
-        self.by_name[name] = next_free_index(taken)
+        self.by_name[name] = self.pick(taken)
         return self.by_name[name]
 
     def forget_all(self) -> None:

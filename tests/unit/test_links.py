@@ -3,7 +3,7 @@
 from dataclasses import replace
 from ipaddress import IPv4Interface, IPv6Address
 
-from babbler.core.addressing import interface_address, node_range
+from babbler.core.addressing import interface_address, next_free_index, node_range
 from babbler.core.addrplan import IndexBook, plan, plan_v4, wanted_addresses
 from babbler.core.links import AddressChange, Link, Selector, diff, usable_names
 
@@ -68,7 +68,7 @@ def with_addresses(link: Link, *addresses: IPv6Address) -> Link:
 
 def test_plan_adds_own_removes_stale_and_leaves_foreign() -> None:
     snapshot = {"v1x2": with_addresses(VETH, STALE, FOREIGN)}
-    selector, book = Selector(interface=("v*",)), IndexBook()
+    selector, book = Selector(interface=("v*",)), IndexBook(next_free_index)
     wanted = wanted_addresses(snapshot, selector, NODE, book, active=True)
     assert wanted == {"v1x2": MINE}
     result = plan(snapshot, selector, NODE, wanted)
@@ -125,7 +125,7 @@ def test_inactive_plan_removes_own_addresses_everywhere_but_not_foreign_mesh_one
 
 
 def test_numbers_are_kept_for_life_and_adopted_from_a_previous_run() -> None:
-    book = IndexBook()
+    book = IndexBook(next_free_index)
     selector = Selector(interface=("v*",))
     left_behind = with_addresses(
         Link("v1x3", 6, kind="veth", up=True, link_local=True), interface_address(NODE, 9)
@@ -140,10 +140,22 @@ def test_numbers_are_kept_for_life_and_adopted_from_a_previous_run() -> None:
     assert again == {"v1x2": interface_address(NODE, 1)}
 
 
+def test_two_machines_with_one_node_id_give_their_links_different_addresses() -> None:
+    # Cloned disks: each must announce an address the other does not, or with two nodes
+    # between them neither sees a route into its range from the other (core/collision.py).
+    selector = Selector(interface=("v*",))
+    numbered = {
+        wanted_addresses({"v1x2": VETH}, selector, NODE, IndexBook(), active=True)["v1x2"]
+        for _ in range(20)
+    }
+    assert len(numbered) > 1
+    assert all(a in node_range(NODE) and a != node_range(NODE).network_address for a in numbered)
+
+
 def test_loopback_holds_the_node_address_while_active_and_loses_it_after() -> None:
     node_address = node_range(NODE).network_address
     snapshot = {"lo": LOOPBACK, "v1x2": VETH}
-    selector, book = Selector(interface=("v*",)), IndexBook()
+    selector, book = Selector(interface=("v*",)), IndexBook(next_free_index)
     wanted = wanted_addresses(snapshot, selector, NODE, book, active=True)
     assert wanted == {"lo": node_address, "v1x2": MINE}
     holding = {"lo": with_addresses(LOOPBACK, node_address), "v1x2": VETH}
