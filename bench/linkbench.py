@@ -31,7 +31,7 @@ import common
 
 from babbler.bench import report
 from babbler.bench.report import NodeResult
-from babbler.lab import Lab, Node
+from babbler.lab import Lab, Node, wait
 
 CTL = str(Path(sys.executable).with_name("babblerctl"))
 IPERF_PORT = 5201
@@ -79,12 +79,8 @@ def iperf3(
 
 def wait_until(check: Callable[[], bool], problem: str) -> None:
     """Poll `check` for up to 60 s; RuntimeError(problem) if it never holds."""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.2)
-    raise RuntimeError(problem)
+    if not wait.until(check, 60, every=0.2):
+        raise RuntimeError(problem)
 
 
 def wait_named(lab: Lab, node: Node, others: int) -> None:

@@ -15,7 +15,7 @@ from typing import cast
 
 from babbler.core.addressing import interface_address, node_range
 from babbler.core.config import DEFAULT_HELLO_INTERVAL
-from babbler.lab import Lab, Node, link_name, probe
+from babbler.lab import Lab, Node, link_name, probe, wait
 
 MODES = ("babbler", "babeld-defaults", "babeld-same-hello")
 # Extra babblerd flags per babbler mode; "babbler" is babblerd with its defaults.
@@ -177,8 +177,10 @@ def routes_ready(mesh: Mesh, nodes: list[Node]) -> bool:
 
 def wait_reachable(lab: Lab, mesh: Mesh, nodes: list[Node], since: float, limit: float) -> float:
     """Seconds from `since` until every pair among `nodes` pings; raises after `limit`."""
-    while time.monotonic() - since < limit:
-        if routes_ready(mesh, nodes) and unreachable(lab, mesh, nodes) == 0:
-            return time.monotonic() - since
-        time.sleep(0.02)
-    raise TimeoutError(f"{mesh.mode}: not reachable within {limit:g} s")
+
+    def ready() -> bool:
+        return routes_ready(mesh, nodes) and unreachable(lab, mesh, nodes) == 0
+
+    if not wait.until(ready, since + limit - time.monotonic(), every=0.02):
+        raise TimeoutError(f"{mesh.mode}: not reachable within {limit:g} s")
+    return time.monotonic() - since

@@ -17,12 +17,13 @@ from babbler.client import NotRunning, parse_status
 from babbler.core.config import DEFAULT_HELLO_INTERVAL, MAX_HELLO_INTERVAL, MIN_HELLO_INTERVAL
 from babbler.core.errors import BabblerError
 from babbler.core.graph import Graph, to_dot
-from babbler.lab import TOPOLOGIES, Lab, LabError, LabNotUp, Node, farthest
+from babbler.lab import TOPOLOGIES, Lab, LabError, LabNotUp, Node, farthest, wait
 from babbler.lab.capacity import too_big
 from babbler.ui.command import render_svg, run_command, versioned
 from babbler.ui.render import render_path, render_status
 
 F = TypeVar("F", bound=Callable[..., Any])
+PICTURE_WAIT = 15.0  # the picture waits this long for every node's info, then shows what it has
 
 # -- command line ------------------------------------------------------------------------------
 
@@ -341,12 +342,14 @@ def _with_infos(lab: Lab, node: Node) -> dict[str, Any]:
             for n in status["nodes"]
         )
 
-    deadline = time.monotonic() + 15
-    status = lab.status(node)
-    while not complete(status) and time.monotonic() < deadline:
-        time.sleep(0.2)
-        status = lab.status(node)
-    return status
+    statuses: list[dict[str, Any]] = []
+
+    def seen() -> bool:
+        statuses.append(lab.status(node))
+        return complete(statuses[-1])
+
+    wait.until(seen, PICTURE_WAIT, every=0.2)
+    return statuses[-1]
 
 
 def _draw(status: dict[str, Any]) -> None:

@@ -13,11 +13,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from babbler.lab import wait
 from babbler.lab.node import Node
 from babbler.lab.probe import exec_in
 from babbler.lab.topology import LabError
@@ -47,19 +47,23 @@ def ring_hostfile(node: Node, hosts: int, ips: int, timeout: float = 60.0) -> li
     """`babblerctl hostfile --format mlx` on `node`, asked again (as a user would) until it
     has `hosts` hosts with `ips` addresses each: every node's info says its cables. Raises
     LabError with its last answer after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
+    said = [""]
+
+    def complete() -> list[dict[str, Any]] | None:
         done = babblerctl(node, "hostfile", "--format", "mlx")
-        if done.returncode == 0:
-            file: list[dict[str, Any]] = json.loads(done.stdout)
-            if len(file) == hosts and all(len(h["ips"]) == ips for h in file):
-                return file
-        if time.monotonic() > deadline:
-            raise LabError(
-                f"no mlx hostfile of {hosts} hosts with {ips} ip(s) each within {timeout:g} s;"
-                f" last said: {done.stderr or done.stdout}"
-            )
-        time.sleep(0.2)
+        said[0] = done.stderr or done.stdout
+        if done.returncode != 0:
+            return None
+        file: list[dict[str, Any]] = json.loads(done.stdout)
+        return file if len(file) == hosts and all(len(h["ips"]) == ips for h in file) else None
+
+    file = wait.until(complete, timeout, every=0.2)
+    if file is None:
+        raise LabError(
+            f"no mlx hostfile of {hosts} hosts with {ips} ip(s) each within {timeout:g} s;"
+            f" last said: {said[0]}"
+        )
+    return file
 
 
 def ssh_stand_in(directory: Path, hosts: Mapping[str, str]) -> Path:

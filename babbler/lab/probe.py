@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 from babbler.client import ask
 from babbler.core.addressing import node_range
 from babbler.core.table import INFINITY, is_usable
+from babbler.lab import wait
 from babbler.lab.node import Node
 from babbler.lab.topology import LabError
 
@@ -115,24 +116,20 @@ def settled(state: dict[str, Any]) -> bool:
 def wait_settled(node: Node, timeout: float = 15.0) -> bool:
     """Wait until the node's installed routes are the cheapest it knows. Pings work before
     that: babeld moves to a better route gradually. Returns whether it settled in time."""
-    deadline = time.monotonic() + timeout
-    while not settled(ask(node.socket, "status")):
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.1)
-    return True
+    return wait.until(lambda: settled(ask(node.socket, "status")), timeout, every=0.1)
 
 
 def wait_reachable(nodes: Sequence[Node], timeout: float) -> float:
     """Wait until every node has routes to and pings every other; seconds it took."""
     start = time.monotonic()
-    deadline = start + timeout
-    while time.monotonic() < deadline:
-        if (
+
+    def reachable() -> bool:
+        return (
             len(addresses(nodes)) == len(running(nodes))
             and routes_complete(nodes)
             and not all_pairs_ping(nodes)
-        ):
-            return time.monotonic() - start
-        time.sleep(POLL)
-    raise LabError(f"mesh not fully reachable within {timeout:g} s")
+        )
+
+    if not wait.until(reachable, timeout, every=POLL):
+        raise LabError(f"mesh not fully reachable within {timeout:g} s")
+    return time.monotonic() - start

@@ -10,12 +10,12 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from babbler.client import Disconnected, NotRunning, ask
 from babbler.daemon.spawn import process_name
+from babbler.lab import wait
 from babbler.lab.files import open_log
 from babbler.lab.topology import LabError
 
@@ -58,12 +58,8 @@ def end(pid: int, marker: str, netns: str | None = None, timeout: float = STOP_T
         if not alive(pid, marker, netns):
             return
         signal.pidfd_send_signal(handle, signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if not alive(pid, marker, netns):
-                return
-            time.sleep(0.02)
-        signal.pidfd_send_signal(handle, signal.SIGKILL)
+        if not wait.until(lambda: not alive(pid, marker, netns), timeout, every=0.02):
+            signal.pidfd_send_signal(handle, signal.SIGKILL)
     except ProcessLookupError:
         pass  # it exited between the check and the signal
     finally:
@@ -111,8 +107,8 @@ class Daemons:
         """Wait until the daemon answers on its socket. Raises LabError with the daemon's
         own message when it exits first."""
         process = self._process(pid, name)
-        deadline = time.monotonic() + SERVE_TIMEOUT
-        while time.monotonic() < deadline:
+
+        def served() -> bool:
             if process.poll() is not None:
                 said = last_error(log)
                 raise LabError(
@@ -121,10 +117,12 @@ class Daemons:
                 )
             try:
                 ask(socket, "status", timeout=2)
-                return
             except (NotRunning, Disconnected, OSError):
-                time.sleep(0.02)
-        raise LabError(f"babblerd on {name} did not serve {socket} within {SERVE_TIMEOUT:g} s")
+                return False
+            return True
+
+        if not wait.until(served, SERVE_TIMEOUT, every=0.02):
+            raise LabError(f"babblerd on {name} did not serve {socket} within {SERVE_TIMEOUT:g} s")
 
     def reap(self, pid: int) -> None:
         """Collect the exit status of a daemon started here once it has been ended."""

@@ -5,13 +5,12 @@ never from each other."""
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from ipaddress import IPv6Address
 
 from babbler.client import Connection
 from babbler.core.addressing import MESH_PREFIX
-from babbler.lab import Lab, Node
+from babbler.lab import Lab, Node, wait
 from tests.needs import tool
 
 LabFactory = Callable[..., Lab]
@@ -20,12 +19,8 @@ NOBODY = 65534
 
 
 def until(check: Callable[[], object], timeout: float = WAIT, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"not within {timeout} s: {what}")
+    if not wait.until(check, timeout):
+        raise AssertionError(f"not within {timeout} s: {what}")
 
 
 def mesh_addresses(lab: Lab, node_index: int) -> set[IPv6Address]:
