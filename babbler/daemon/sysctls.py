@@ -20,6 +20,10 @@ from babbler.daemon.nodeid import write_state_file
 
 FILE = "sysctls"
 PROC_SYS = Path("/proc/sys")
+# How long an external command babblerd runs (sysctl(8) here; ifconfig, netstat, route and
+# networksetup in links/darwin.py) may take: they answer in milliseconds (networksetup in
+# ~0.1 s), so one that takes 3 s hangs. It is ended, and its caller sees it failed.
+COMMAND_TIMEOUT = 3.0
 
 
 def _read(path: Path) -> str | None:
@@ -60,11 +64,14 @@ Run = Callable[[Sequence[str]], subprocess.CompletedProcess[str]]
 
 
 def _run(args: Sequence[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(list(args), capture_output=True, text=True, timeout=10, check=False)
+    return subprocess.run(
+        list(args), capture_output=True, text=True, timeout=COMMAND_TIMEOUT, check=False
+    )
 
 
 class SysctlCommand:
-    """macOS: sysctl(8). `run` is replaced by the tests."""
+    """macOS: sysctl(8), each run ended after COMMAND_TIMEOUT. Blocks: the daemon calls it
+    from a worker thread, never from the trio loop. `run` is replaced by the tests."""
 
     boot_name = "kern.bootsessionuuid"
 
@@ -74,13 +81,15 @@ class SysctlCommand:
     def read(self, name: str) -> str | None:
         try:
             done = self._run(["sysctl", "-n", name])
-        except (OSError, subprocess.SubprocessError):
+        except (OSError, subprocess.SubprocessError):  # no sysctl(8), or it hung
             return None
         return done.stdout.strip() if done.returncode == 0 and done.stdout.strip() else None
 
     def write(self, name: str, value: str) -> None:
         try:
             done = self._run(["sysctl", "-w", f"{name}={value}"])
+        except subprocess.TimeoutExpired:
+            raise OSError(f"sysctl(8) gave no answer in {COMMAND_TIMEOUT:g} s") from None
         except subprocess.SubprocessError as error:
             raise OSError(str(error)) from None
         if done.returncode != 0:
@@ -90,13 +99,20 @@ class SysctlCommand:
 class Sysctls:
     def __init__(self, state_dir: Path, settings: Settings | None, boot: str | None = None) -> None:
         """`settings` None: a kernel whose settings babblerd leaves alone (`set` does
-        nothing)."""
+        nothing). `boot`: this boot's name; by default read at first need (a command on
+        macOS: not here, where the daemon may still run the trio loop)."""
         self._state_dir = state_dir
         self._settings = settings
-        found = settings.read(settings.boot_name) if settings is not None else None
-        self._boot = boot if boot is not None else (found or "")
+        self._boot_name = boot
         self.changed: dict[str, tuple[str, str]] = {}  # name -> (before, ours)
         self.problem: str | None = None  # the last change or record that failed
+
+    @property
+    def _boot(self) -> str:
+        if self._boot_name is None:
+            found = self._settings.read(self._settings.boot_name) if self._settings else None
+            self._boot_name = found or ""
+        return self._boot_name
 
     def _save(self) -> None:
         text = json.dumps({"boot": self._boot, "set": self.changed}, sort_keys=True)

@@ -257,3 +257,35 @@ async def test_thunderbolt_offers_9000_and_sizes_are_set_with_ifconfig(mac: Fake
     assert wanted == {"en4": 9000}
     await kernel.set_mtu(links["en4"], wanted["en4"])
     assert mac.ran[-1] == ("ifconfig", "en4", "mtu", "9000")
+
+
+async def test_a_command_that_hangs_is_ended_and_one_missing_is_a_kernel_error() -> None:
+    """Every command runs off the loop with a deadline (sysctls.COMMAND_TIMEOUT)."""
+    with trio.fail_after(2):
+        start = trio.current_time()
+        with pytest.raises(KernelError, match=r"^sleep 30: no answer in 0.2 s$"):
+            await darwin.run_command(["sleep", "30"], hung_after=0.2)
+        assert trio.current_time() - start < 1.0  # killed, not asked to stop and waited for
+        with pytest.raises(KernelError, match="no-such-command-here: No such file"):
+            await darwin.run_command(["no-such-command-here"])
+        with pytest.raises(KernelError, match=r"^false: exit 1$"):
+            await darwin.run_command(["false"])
+        assert await darwin.run_command(["echo", "lo0 en0"]) == "lo0 en0\n"
+
+
+@pytest.mark.parametrize(
+    ("command", "garbage", "says"),
+    [
+        (("ifconfig", "-l"), "sysctl: unknown oid\n", "ifconfig -l printed no lo0"),
+        (("networksetup", "-listallhardwareports"), "** Error **\n", "no hardware port"),
+    ],
+    ids=["ifconfig", "networksetup"],
+)
+async def test_a_command_that_prints_garbage_is_a_failed_read_not_an_empty_mac(
+    mac: FakeMac, command: tuple[str, ...], garbage: str, says: str
+) -> None:
+    """Garbage from ifconfig would read as a Mac without links (the mesh's addresses and
+    babeld's interfaces given up); from networksetup, as a Mac whose Wi-Fi is a cable."""
+    mac.outputs[command] = garbage
+    with pytest.raises(KernelError, match=says):
+        await DarwinKernel(mac.system(), None).read_links()

@@ -35,7 +35,7 @@ from babbler.core.fence import Rule
 from babbler.core.ipv4 import HostRoute
 from babbler.core.links import ARPHRD_ETHER, AddressChange, Link
 from babbler.daemon.links.events import EventSocket
-from babbler.daemon.sysctls import Settings, SysctlCommand
+from babbler.daemon.sysctls import COMMAND_TIMEOUT, Settings, SysctlCommand
 
 # Hardware ports that are not cables between machines.
 WIFI_PORTS = frozenset({"Wi-Fi", "AirPort"})
@@ -51,6 +51,7 @@ IN6_IFF_DETACHED = 0x08
 IN6_IFF_DEPRECATED = 0x10
 UNUSABLE = IN6_IFF_TENTATIVE | IN6_IFF_DUPLICATED | IN6_IFF_DETACHED
 RTF_PROTO2_FLAG = "2"  # babeld's kernel_socket.c marks its routes RTF_PROTO2
+LOOPBACK = "lo0"
 REREAD_INTERVAL = 2.0
 
 
@@ -317,13 +318,30 @@ class System:
     inet: Callable[[str], list[dict[str, Any]]] = lambda name: []  # netifaces AF_INET
 
 
-async def run_command(args: Sequence[str]) -> str:
-    result = await trio.run_process(
-        list(args), capture_stdout=True, capture_stderr=True, check=False
-    )
+async def _kill(process: trio.Process) -> None:
+    process.kill()  # a command that hangs gets no grace: nothing of it is kept
+
+
+async def run_command(args: Sequence[str], hung_after: float = COMMAND_TIMEOUT) -> str:
+    """Run a command off the trio loop, ended after `hung_after` seconds; its output.
+    Raises KernelError when it cannot run, fails or hangs."""
+    command = " ".join(args)
+    with trio.move_on_after(hung_after) as scope:
+        try:
+            result = await trio.run_process(
+                list(args),
+                capture_stdout=True,
+                capture_stderr=True,
+                check=False,
+                deliver_cancel=_kill,
+            )
+        except OSError as error:  # not installed, not executable
+            raise KernelError(f"{command}: {error.strerror or error}", errno.EIO) from None
+    if scope.cancelled_caught:
+        raise KernelError(f"{command}: no answer in {hung_after:g} s", errno.ETIMEDOUT)
     if result.returncode != 0:
         message = result.stderr.decode(errors="replace").strip() or f"exit {result.returncode}"
-        raise KernelError(f"{' '.join(args)}: {message}", errno.EIO)
+        raise KernelError(f"{command}: {message}", errno.EIO)
     return bytes(result.stdout).decode(errors="replace")
 
 
@@ -372,15 +390,21 @@ class DarwinKernel:
         """networksetup is slow (~0.1 s): asked again only when the set of `en*` changes."""
         wanted = frozenset(n for n in all_names if n.startswith("en"))
         if wanted != self._ports_for:
-            self._ports = hardware_ports(
-                await self._system.run(["networksetup", "-listallhardwareports"])
-            )
-            self._ports_for = wanted
+            text = await self._system.run(["networksetup", "-listallhardwareports"])
+            ports = hardware_ports(text)
+            if wanted and not ports:  # else Wi-Fi would look like a cable
+                said = f"networksetup printed no hardware port: {text[:60]!r}"
+                raise KernelError(said, errno.EIO)
+            self._ports, self._ports_for = ports, wanted
         return self._ports
 
     async def read_links(self) -> dict[str, Link]:
         run = self._system.run
-        all_names = names(await run(["ifconfig", "-l"]))
+        listed = await run(["ifconfig", "-l"])
+        all_names = names(listed)
+        if LOOPBACK not in all_names:  # every Mac has it: this is not ifconfig's answer
+            said = f"ifconfig -l printed no {LOOPBACK}: {listed[:60]!r}"
+            raise KernelError(said, errno.EIO)
         up = set(names(await run(["ifconfig", "-l", "-u"])))
         ports = await self._hardware_ports(all_names)
         indexes: dict[str, int] = {}

@@ -124,7 +124,15 @@ class LinuxKernel:
         self._requests.close()
 
     async def _request(self, msg: Any, kind: int, flags: int) -> list[Any]:
-        """Send one request and collect its answer until DONE or the ACK/error."""
+        """Send one request and collect its answer until DONE or the ACK/error. Raises
+        KernelError: the kernel's error, or the socket's (the answer of a request cut short
+        is skipped by the next: its sequence number is not the one asked)."""
+        try:
+            return await self._exchange(msg, kind, flags)
+        except OSError as error:
+            raise KernelError(error.strerror or str(error), error.errno or errno.EIO) from None
+
+    async def _exchange(self, msg: Any, kind: int, flags: int) -> list[Any]:
         async with self._lock:
             self._seq += 1
             msg["header"]["type"] = kind
@@ -150,6 +158,14 @@ class LinuxKernel:
                     replies.append(reply)
 
     async def read_links(self) -> dict[str, Link]:
+        try:
+            return await self._read_links()
+        except (ValueError, KeyError, TypeError) as error:  # a dump not as netlink says
+            raise KernelError(
+                f"the kernel's link dump does not parse: {error}", errno.EIO
+            ) from None
+
+    async def _read_links(self) -> dict[str, Link]:
         links_msg = ifinfmsg()
         links_msg["family"] = socket.AF_UNSPEC
         links = {
