@@ -177,25 +177,20 @@ class Lab:
     def spawn(self, node: Node, extra: list[str] | None = None, prefix: Sequence[str] = ()) -> None:
         """Start babblerd in the node's namespace without waiting for it (see `start`); it
         makes its run and state directories itself. Raises LabError for an unsafe log."""
-        args = [
-            *(
-                "ip",
-                "netns",
-                "exec",
-                node.netns,
-                *prefix,
-                sys.executable,
-                "-m",
-                "babbler.daemon.cli",
-            ),
+        program = ("ip", "netns", "exec", node.netns, *prefix, sys.executable, "-m")
+        args = [*program, "babbler.daemon.cli", *self.daemon_command_line(node, extra)]
+        node.pid = self.daemons.spawn(args, node.log)
+        self.save()
+
+    def daemon_command_line(self, node: Node, extra: list[str] | None = None) -> list[str]:
+        """The flags babblerd gets on `node` (after the program's name)."""
+        return [
             *("--run-dir", str(node.run_dir), "--state-dir", str(node.state_dir)),
             *("--interface", LINK_GLOB, "--log-format", "json"),
             *("--name", node.name),  # the namespaces share one host name
             *self.daemon_args,
             *(extra or []),
         ]
-        node.pid = self.daemons.spawn(args, node.log)
-        self.save()
 
     def exited(self, node: Node) -> int | None:
         """The exit status of a daemon this process started, or None while it runs."""

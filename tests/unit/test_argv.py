@@ -3,6 +3,9 @@ errors and help: whatever the lean reader accepts, click reads the same way."""
 
 from __future__ import annotations
 
+import plistlib
+import re
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +16,10 @@ from hypothesis import strategies as st
 from babbler.core.config import SETTINGS
 from babbler.daemon import argv
 from babbler.daemon.cli_command import flags_given, main
+from babbler.lab import Lab, Node
+
+ROOT = Path(__file__).resolve().parents[2]
+NIX = ROOT / "nix" / "module.nix"
 
 FLAGS = [f"--{s.key}" for s in SETTINGS] + ["--config"]
 WORDS = st.sampled_from(
@@ -63,19 +70,31 @@ def test_what_click_refuses_or_answers_itself_goes_to_click(tokens: list[str]) -
         assert argv.parse(tokens) is None, tokens
 
 
+def service_command_lines(config: Path) -> dict[str, list[str]]:
+    """babblerd's flags as the files that start it write them: the systemd unit, the launchd
+    plist, the NixOS module (its config file as `config`), and the lab."""
+    unit = (ROOT / "systemd" / "babblerd.service").read_text()
+    (exec_start,) = re.findall(r"^ExecStart=(.*)$", unit, re.MULTILINE)
+    with (ROOT / "launchd" / "org.babbler.babblerd.plist").open("rb") as file:
+        plist = plistlib.load(file)["ProgramArguments"]
+    (nix,) = re.findall(r'ExecStart = "\$\{cfg.package\}/bin/babblerd(.*)";', NIX.read_text())
+    lab = Lab("t", "ring", nodes=[Node(1, "bbl-t-n1", "/run/babbler-lab/t/n1")])
+    return {
+        "systemd": shlex.split(exec_start)[1:],
+        "launchd": plist[1:],
+        "nix": shlex.split(nix.replace("${configFile}", str(config))),
+        "lab": lab.daemon_command_line(lab.nodes[0], ["--mode", "on-demand"]),
+    }
+
+
 def test_the_command_lines_of_the_lab_and_the_services_take_the_lean_path(tmp_path: Path) -> None:
     config = tmp_path / "babblerd.toml"
-    lines = [
-        [],
-        ["--skip-kernel-setup"],  # systemd/babblerd.service
-        ["--run-dir", "/tmp/r", "--state-dir", "/tmp/s", "--interface", "veth*"],
-        ["--interface=v*", "--interface", "tb*", "--log-format", "json", "--name", "n1"],
-        ["--mode", "ON-DEMAND", "--hello-interval", "0.4", "--config", str(config)],
-        ["--cost", "tb*=16", "--info", "role=worker", "--key-file", "/etc/babbler/mesh.key"],
-    ]
-    for tokens in lines:
-        assert argv.parse(tokens) is not None, tokens
-        assert argv.parse(tokens) == by_click(tokens), tokens
+    config.write_text("")
+    lines = service_command_lines(config)
+    assert lines["nix"] == ["--config", str(config)]  # the file read, the substitution made
+    for where, tokens in lines.items():
+        assert argv.parse(tokens) is not None, (where, tokens)
+        assert argv.parse(tokens) == by_click(tokens), (where, tokens)
     assert argv.parse(["--mode", "ON-DEMAND"]) == (None, {"mode": "on-demand"})
     assert argv.parse(["--interface", "a", "--interface=b"]) == (None, {"interface": ("a", "b")})
 
