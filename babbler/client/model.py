@@ -148,6 +148,9 @@ class Status:
     node_address_v4: str | None
     ipv4_problem: str | None
     addresses_v4: tuple[CableAddress, ...]
+    # What the kernel failed in babblerd's last reconcile (null: nothing; None too from a
+    # babblerd older than it).
+    kernel_problem: str | None = None
     raw: Json = _RAW
 
 
@@ -256,6 +259,7 @@ def _status(obj: Json) -> Status:
             node_address_v4=obj.get("node_address_v4"),
             ipv4_problem=obj.get("ipv4_problem"),
             addresses_v4=_cables(obj.get("addresses_v4")),
+            kernel_problem=obj.get("kernel_problem"),
         ),
         raw=obj,
     )

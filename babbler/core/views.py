@@ -45,6 +45,7 @@ class Facts:
     ipv4: dict[str, Any] = field(default_factory=dict)
     brought_up: frozenset[str] = frozenset()  # links babblerd brought up (and holds up)
     mtu: int | None = None  # --mtu (None: auto): what `max_mtu` offers (core/mtu.py)
+    kernel_problem: str | None = None  # the kernel failed the last pass (core/kernelhealth.py)
 
 
 def addresses(facts: Facts) -> list[dict[str, str]]:
@@ -147,6 +148,7 @@ def status(facts: Facts) -> dict[str, Any]:
         "node_address_v4": facts.ipv4.get("node_address_v4"),
         "ipv4_problem": facts.ipv4.get("ipv4_problem"),
         "addresses_v4": facts.ipv4.get("addresses_v4", []),
+        "kernel_problem": facts.kernel_problem,
     }
     value["nodes"] = with_hops(value)
     return value

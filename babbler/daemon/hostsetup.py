@@ -119,9 +119,11 @@ class HostSetup:
         skip: bool = False,
         ipv4: bool = False,
         selected: set[str] | None = None,
-    ) -> None:
+    ) -> list[str]:
         """Make the setup for the mesh links in use, and the `selected` links babblerd would
-        use (mesh links by default); no mesh and none selected: put everything back."""
+        use (mesh links by default); no mesh and none selected: put everything back.
+        Returns what could not be set (`cannot set NAME=VALUE: why`), for the caller to say
+        once (core/kernelhealth.py). Blocks: on macOS each setting runs sysctl(8)."""
         selected = mesh if selected is None else selected | mesh
         active = bool(mesh or selected)
         wanted = self._wanted(links, mesh, ipv4, selected) if active else []
@@ -138,12 +140,15 @@ class HostSetup:
                 settings = [shown(n, v) for n, v in missing]
                 log.warning("--skip-kernel-setup: the mesh needs", settings=settings)
             self._said |= {n for n, _ in missing}
-            return
+            return []
+        problems = []
         for name, value in wanted:  # set() reads first and leaves a right value alone
             if not self._sysctls.set(name, value):
-                log.warning("cannot set", setting=shown(name, value), error=self._sysctls.problem)
+                why = (self._sysctls.problem or "").removeprefix(f"{name}: ")
+                problems.append(f"cannot set {shown(name, value)}: {why}")
             elif name not in self._made:
                 self._made.append(name)
+        return problems
 
     def restore(self) -> None:
         """Put back what this setup set, forwarding first (the reverse of setting it)."""

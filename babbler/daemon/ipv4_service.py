@@ -65,6 +65,7 @@ class Ipv4Service:
         self._seen: dict[Cabled, float] = {}  # every cable held: when babeld last had it
         self._current: set[Cabled] = set()  # those babeld has now
         self._wanted: set[tuple[str, IPv4Interface]] = set()
+        self.read_problem: str | None = None  # the routes could not be read last time: why
 
     # -- what status and node info show --------------------------------------------------------
 
@@ -128,13 +129,16 @@ class Ipv4Service:
     # -- clashes and collisions ----------------------------------------------------------------
 
     async def check_clash(self) -> None:
-        """Read the host's IPv4 routes; a clash that starts or ends restarts babeld."""
+        """Read the host's IPv4 routes; a clash that starts or ends restarts babeld. Routes
+        that cannot be read leave the last verdict standing, and `read_problem` says why
+        (the daemon's reconcile reports it: lifecycle.py)."""
+        self.read_problem = None
         if self.state.prefix is None:
             return
         try:
             routes = await self._kernel.read_routes_v4()
         except KernelError as error:
-            log.warning("cannot read IPv4 routes", error=str(error))
+            self.read_problem = str(error)
             return
         before = self.state.problem
         problem = self.state.check(routes)
@@ -147,12 +151,12 @@ class Ipv4Service:
         self._restart("IPv4 clash changed")
 
     async def follow_clashes(self, refresh: Callable[[], Awaitable[None]]) -> None:
-        """Check for a clash every CLASH_RECHECK seconds; reconcile when it starts or ends."""
+        """Check for a clash every CLASH_RECHECK seconds: by a reconcile, which reads the
+        routes (and reconciles when a clash starts or ends), and takes a kernel that fails
+        or hangs as every reconcile does."""
         while True:
             await trio.sleep(CLASH_RECHECK)
-            before = self.state.problem
-            await self.check_clash()
-            if self.state.problem != before:
+            if self.state.prefix is not None:
                 await refresh()
 
     def collision(self, node_id: int, info: dict[str, Any], my_id: int) -> bool:

@@ -15,6 +15,7 @@ import socket
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import structlog
@@ -28,6 +29,7 @@ from babbler.core.addrplan import AddressPlan, IndexBook, plan, wanted_addresses
 from babbler.core.config import Config, down_hold, reloaded
 from babbler.core.cost import UNKNOWN_COST, link_cost
 from babbler.core.errors import ConfigError, KernelError
+from babbler.core.kernelhealth import RETRY_CAP, RETRY_FIRST, KernelHealth
 from babbler.core.links import (
     Link,
     Selector,
@@ -49,7 +51,7 @@ from babbler.daemon.hostsetup import FORWARDING, HostSetup
 from babbler.daemon.identity import Identity
 from babbler.daemon.ipv4 import Ipv4
 from babbler.daemon.ipv4_service import Ipv4Service
-from babbler.daemon.links.kernel import Kernel
+from babbler.daemon.links.kernel import KERNEL_DEADLINE, Guarded, Kernel
 from babbler.daemon.log import configure as configure_logging
 from babbler.daemon.mesh import Fact, Mesh, MeshHost, MeshTunables
 from babbler.daemon.nodeid import NodeId
@@ -76,6 +78,8 @@ class Tunables:
 
     mesh: MeshTunables = field(default_factory=MeshTunables)
     clients: Limits = field(default_factory=Limits)
+    kernel_deadline: float = KERNEL_DEADLINE  # one kernel call (links/kernel.py)
+    kernel_retry: tuple[float, float] = (RETRY_FIRST, RETRY_CAP)  # core/kernelhealth.py
 
 
 class Daemon:
@@ -90,6 +94,7 @@ class Daemon:
         tunables: Tunables | None = None,
     ) -> None:
         tunables = tunables or Tunables()
+        kernel = Guarded(kernel, tunables.kernel_deadline)  # no call hangs, none is trusted
         self.config = config
         self.key = key
         self.kernel = kernel
@@ -127,6 +132,9 @@ class Daemon:
         )
         self.cables_changed = Signal()  # babeld's links or neighbours came or went
         self._refresh_lock = trio.Lock()
+        self.kernel_health = KernelHealth(*tunables.kernel_retry)
+        self._kernel_retry = trio.Event()  # a pass failed: `_retry_refresh` tries again
+        self._retry_in = 0.0
         self._tried: set[tuple[str, int]] = set()  # links brought up once (name, index)
         self._brought: dict[str, int] = {}  # ...and still up as babblerd left them
         self._mtu_refused: set[tuple[str, int, int]] = set()  # (link, index, size): said once
@@ -232,6 +240,7 @@ class Daemon:
             nodes=tuple(self.nodes.view()) if with_nodes else (),
             brought_up=frozenset(self._brought),
             mtu=self.config.mtu,
+            kernel_problem=self.kernel_health.problem,
         )
 
     def status(self, asker: object = None) -> dict[str, Any]:
@@ -359,53 +368,96 @@ class Daemon:
     # -- reconcile -----------------------------------------------------------------------------
 
     async def refresh(self) -> None:
-        """Re-read the links, bring the addresses to the plan, tell followers."""
+        """Re-read the links, bring the addresses to the plan, tell followers. Every trigger
+        comes here, so here a kernel that fails or hangs is taken: a read that fails (or
+        hangs: `Guarded`) ends the pass with the last good state kept, what the pass met
+        shows as `kernel_problem` and is logged once, and `_retry_refresh` tries again
+        with back-off. Raises nothing of the kernel's."""
         async with self._refresh_lock:
-            new = keep_speeds(await self.kernel.read_links(), self.links)
-            change = diff(self.links, new)
-            self.links = new
-            if change:
-                # Address-only changes are mostly our own doing: keep them out of info logs.
-                quiet = all(set(fields) <= ADDRESS_FIELDS for _, fields in change.changed)
-                notable = change.added or change.removed or not quiet
-                (log.info if notable else log.debug)("links changed", reasons=change.reasons())
-            wanted = wanted_addresses(new, self.selector, self.node_id, self.book, self.active)
-            six = plan(new, self.selector, self.node_id, wanted)
-            four = await self.ipv4.plan(new, self.selector, self.active, self.mesh.table)
-            todo = AddressPlan(six.add + four.add, six.remove + four.remove)
-            steps = (
-                ("remove", "removed", todo.remove, self.kernel.remove_address),
-                ("add", "added", todo.add, self.kernel.add_address),
-            )
-            failed = []
-            for verb, done, items, apply in steps:
-                for item in items:
-                    where = {"interface": item.interface, "address": str(item.address)}
-                    try:
-                        await apply(item)
-                        log.info(f"address {done}", **where)
-                    except KernelError as error:
-                        failed.append(item)
-                        log.warning(f"cannot {verb} address", **where, error=str(error))
-            self.ipv4.applied(c for c in failed if c in four.remove)
-            forwarding = usable_names(new, self.selector) if self.active else set()
-            rules = self._fence_rules(forwarding)
-            await self.fence.add(rules)  # new rules before forwarding starts, old ones
-            skip, ipv4 = self.config.skip_kernel_setup, self.ipv4.state.on
-            chosen = selected_links(new, self.selector) if self.active else []
-            selected = {link.name for link in chosen if not link.is_loopback}
-            self.host_setup.apply(new, forwarding, skip=skip, ipv4=ipv4, selected=selected)
-            resized = False
-            if self.active:  # after the setup: no DAD on them from the start
-                await self._bring_up(new)
-                resized = await self._fit_mtu(new)
-            await self.fence.apply(rules)  # removed after it stopped
-            if todo or resized:
-                self.links = keep_speeds(await self.kernel.read_links(), self.links)
-            if change or todo:
-                self.links_changed.notify()
-                self._publish_node()
-            self._warn_unmatched()
+            before = self.links
+            problems: list[str] = []
+            try:
+                await self._reconcile(problems)
+            except KernelError as error:
+                problems.insert(0, str(error))
+                if self.links is not before:  # read, then a later read failed: still news
+                    self.links_changed.notify()
+                    self._publish_node()
+            self._kernel_checked(problems)
+
+    def _kernel_checked(self, problems: list[str]) -> None:
+        verdict = self.kernel_health.after_pass(problems)
+        for problem in verdict.said:
+            log.error("kernel failed; last good state kept, retrying", problem=problem)
+        if verdict.recovered:
+            log.info("kernel answers again", failed_passes=verdict.recovered)
+        if verdict.retry_in is not None:
+            self._retry_in = verdict.retry_in
+            self._kernel_retry.set()
+
+    async def _retry_refresh(self) -> None:
+        """After a pass the kernel spoiled, another after the back-off, until one goes
+        through (nothing else may come: a quiet host sends no event)."""
+        while True:
+            await self._kernel_retry.wait()
+            self._kernel_retry = trio.Event()
+            await trio.sleep(self._retry_in)
+            await self.refresh()
+
+    async def _reconcile(self, problems: list[str]) -> None:
+        """One pass of `refresh`; what fails on the way without ending it goes into
+        `problems`. Raises KernelError (a read failed: nothing after it was done)."""
+        new = keep_speeds(await self.kernel.read_links(), self.links)
+        change = diff(self.links, new)
+        self.links = new
+        if change:
+            # Address-only changes are mostly our own doing: keep them out of info logs.
+            quiet = all(set(fields) <= ADDRESS_FIELDS for _, fields in change.changed)
+            notable = change.added or change.removed or not quiet
+            (log.info if notable else log.debug)("links changed", reasons=change.reasons())
+        wanted = wanted_addresses(new, self.selector, self.node_id, self.book, self.active)
+        six = plan(new, self.selector, self.node_id, wanted)
+        four = await self.ipv4.plan(new, self.selector, self.active, self.mesh.table)
+        if self.ipv4.read_problem:  # the last verdict on clashes stands meanwhile
+            problems.append(self.ipv4.read_problem)
+        todo = AddressPlan(six.add + four.add, six.remove + four.remove)
+        steps = (
+            ("remove", "removed", todo.remove, self.kernel.remove_address),
+            ("add", "added", todo.add, self.kernel.add_address),
+        )
+        failed = []
+        for verb, done, items, apply in steps:
+            for item in items:
+                where = {"interface": item.interface, "address": str(item.address)}
+                try:
+                    await apply(item)
+                    log.info(f"address {done}", **where)
+                except KernelError as error:
+                    failed.append(item)
+                    problems.append(
+                        f"cannot {verb} address {item.address} on {item.interface}: {error}"
+                    )
+        self.ipv4.applied(c for c in failed if c in four.remove)
+        forwarding = usable_names(new, self.selector) if self.active else set()
+        rules = self._fence_rules(forwarding)
+        await self.fence.add(rules)  # new rules before forwarding starts, old ones
+        skip, ipv4 = self.config.skip_kernel_setup, self.ipv4.state.on
+        chosen = selected_links(new, self.selector) if self.active else []
+        selected = {link.name for link in chosen if not link.is_loopback}
+        setup = partial(self.host_setup.apply, skip=skip, ipv4=ipv4, selected=selected)
+        # Off the loop: on macOS each setting is a sysctl(8) run (sysctls.COMMAND_TIMEOUT).
+        problems += await trio.to_thread.run_sync(setup, new, forwarding)
+        resized = False
+        if self.active:  # after the setup: no DAD on them from the start
+            await self._bring_up(new)
+            resized = await self._fit_mtu(new)
+        await self.fence.apply(rules)  # removed after it stopped
+        if todo or resized:
+            self.links = keep_speeds(await self.kernel.read_links(), self.links)
+        if change or todo:
+            self.links_changed.notify()
+            self._publish_node()
+        self._warn_unmatched()
 
     def _fence_rules(self, mesh: set[str]) -> frozenset[fence.Rule]:
         """The policy-routing rules while the mesh runs (Linux): core/fence.py."""
@@ -540,12 +592,7 @@ class Daemon:
     async def _follow_kernel(self) -> None:
         while True:
             await self.kernel.wait_for_change()
-            try:
-                await self.refresh()
-            except KernelError as error:
-                # A dump failing (rare: the kernel under memory pressure) must not stop the
-                # daemon; the next event re-reads everything.
-                log.error("cannot read links", error=str(error))
+            await self.refresh()
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -624,11 +671,13 @@ class Daemon:
         """Serve until cancelled; on the way out babeld is stopped and our addresses removed."""
         public = PublicSocket(self.config.socket_path)  # first: a bad path touches nothing
         self._started = trio.current_time()
-        restored = self.sysctls.restore_leftovers()  # a babblerd of this boot crashed
+        # A babblerd of this boot crashed; off the loop: sysctl(8) on macOS.
+        restored = await trio.to_thread.run_sync(self.sysctls.restore_leftovers)
         if restored:
             log.warning("kernel settings left by a crashed babblerd restored", settings=restored)
         try:
             async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._retry_refresh)
                 await self.refresh()
                 nursery.start_soon(self._follow_kernel)
                 nursery.start_soon(self._follow_cables)
@@ -643,7 +692,7 @@ class Daemon:
                 self.active = False
                 await self.refresh()
                 await self._put_down()
-                self.sysctls.restore()
+                await trio.to_thread.run_sync(self.sysctls.restore)
                 log.info("stopped", addresses_left=len(views.addresses(self.facts())))
 
 

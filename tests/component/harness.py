@@ -134,10 +134,12 @@ async def running(
     real_changes: bool = False,
     early_on: str | None = None,
     tunables: Tunables | None = None,
+    node: NodeId = NODE,
     **settings: Any,
 ) -> AsyncIterator[tuple[Daemon, Fake]]:
     """A daemon on a fake kernel with the fake babeld. `early_on`: babeld is spawned first
-    on that interface, as babblerd's early start does, for the daemon to adopt (or not)."""
+    on that interface, as babblerd's early start does, for the daemon to adopt (or not).
+    `node`: its node id (the fake babeld's neighbour announces node aaaabbbbcccc)."""
     base = Path(tempfile.mkdtemp(prefix="bbc", dir="/tmp"))  # short: socket paths < 108 bytes
     fake = Fake(base)
     wrapper = fake.wrapper
@@ -159,18 +161,18 @@ async def running(
     paths.prepare(config.run_dir, config.private_dir, config.state_dir)
     early = None
     if early_on is not None:
-        ipv4 = Ipv4.load(config.ipv4_prefix, config.state_dir, NODE.value)  # as early.py
+        ipv4 = Ipv4.load(config.ipv4_prefix, config.state_dir, node.value)  # as early.py
         options = interface_options(config.hello_interval, 96, False, ipv4.via_v6)
         router_id = routerids.take(config.state_dir)
         filters = tuple(ipv4.babeld_filters())
         launch = Launch.build(
-            config, None, router_id, str(node_range(NODE.value)), early_on, options, filters
+            config, None, router_id, str(node_range(node.value)), early_on, options, filters
         )
         write_private(launch.files.config, launch.config_text())
         early = Early(launch, spawn(launch.args()), time.monotonic())
         fake.early_pid = early.popen.pid
     reload = lambda: load_config({}, config.config)  # noqa: E731
-    daemon = Daemon(config, kernel, NODE, reload, early=early, tunables=tunables)
+    daemon = Daemon(config, kernel, node, reload, early=early, tunables=tunables)
     try:
         async with trio.open_nursery() as nursery:
             await nursery.start(daemon.run)

@@ -1,15 +1,26 @@
-"""An in-memory `Kernel`: links the test sets, addresses the daemon adds and removes."""
+"""An in-memory `Kernel`: links the test sets, addresses the daemon adds and removes; and
+faults a test injects into its reads (`fail`, `nonsense`, `hang`), and into its settings
+(`FaultySettings`: a sysctl(8) that fails or hangs)."""
 
 from __future__ import annotations
 
+import errno
+import threading
+from collections import Counter
 from dataclasses import replace
 from ipaddress import IPv4Address, IPv4Interface
 
+import trio
+
+from babbler.core.errors import KernelError
 from babbler.core.fence import Rule
 from babbler.core.ipv4 import HostRoute
 from babbler.core.links import AddressChange, Link
 from babbler.daemon.sysctls import Settings
 from babbler.daemon.wakeup import Signal
+
+READS = ("read_links", "read_routes_v4", "read_rules")
+FAULTS = ("fail", "nonsense", "hang")
 
 
 class FakeKernel:
@@ -21,6 +32,42 @@ class FakeKernel:
         self.route_flushes = 0
         self.routes_v4: list[HostRoute] = []  # the host's own IPv4 routes, as a test sets them
         self.rules: set[Rule] = set()
+        self.reads: Counter[str] = Counter()  # calls of each read, faulty ones too
+        self._faults: dict[str, tuple[str, int | None]] = {}  # read -> (fault, times left)
+        self.hanging = 0  # reads hanging now
+
+    # -- faults --------------------------------------------------------------------------------
+
+    def inject(self, read: str, fault: str, times: int | None = 1) -> None:
+        """The next `times` calls of `read` (READS) fail with a netlink error, answer
+        nonsense (links under names that are not theirs, all with index 0: read_links
+        only), or hang until cancelled; `times` None: until `heal`."""
+        assert read in READS and fault in FAULTS and (fault != "nonsense" or read == READS[0])
+        self._faults[read] = (fault, times)
+
+    def heal(self) -> None:
+        self._faults.clear()
+
+    async def _fault(self, read: str) -> bool:
+        """Play the fault due for this call of `read`; True when it answers nonsense."""
+        self.reads[read] += 1
+        fault, times = self._faults.get(read, ("", 0))
+        if not fault:
+            return False
+        if times is not None:
+            if times <= 1:
+                del self._faults[read]
+            else:
+                self._faults[read] = (fault, times - 1)
+        if fault == "fail":
+            raise KernelError(f"{read}: Cannot allocate memory", errno.ENOMEM)
+        if fault == "hang":
+            self.hanging += 1
+            try:
+                await trio.sleep_forever()
+            finally:
+                self.hanging -= 1
+        return True
 
     def set_link(self, link: Link) -> None:
         self.links[link.name] = link
@@ -34,6 +81,8 @@ class FakeKernel:
         return {str(a) for a in self.links[name].addresses}
 
     async def read_links(self) -> dict[str, Link]:
+        if await self._fault("read_links"):
+            return {f"x{name}": replace(link, index=0) for name, link in self.links.items()}
         return dict(self.links)
 
     async def wait_for_change(self) -> None:
@@ -60,6 +109,7 @@ class FakeKernel:
         self.changed.notify()
 
     async def read_routes_v4(self) -> list[HostRoute]:
+        await self._fault("read_routes_v4")
         return list(self.routes_v4)
 
     async def add_address(self, change: AddressChange) -> None:
@@ -73,6 +123,7 @@ class FakeKernel:
         return 0
 
     async def read_rules(self) -> set[Rule]:
+        await self._fault("read_rules")
         return set(self.rules)
 
     async def add_rule(self, rule: Rule) -> None:
@@ -88,3 +139,32 @@ class FakeKernel:
     async def set_mtu(self, link: Link, size: int) -> None:
         if link.name in self.links:
             self.set_link(replace(self.links[link.name], mtu=size))
+
+
+class FaultySettings:
+    """Kernel settings on a dict (every setting "0" until set), read and written as macOS's
+    sysctl(8) is: blocking the calling thread. `hang` makes reads of one setting block for
+    a while, then answer nothing, as a sysctl(8) ended by its timeout does."""
+
+    boot_name = "kern.bootsessionuuid"
+
+    def __init__(self) -> None:
+        self.values: dict[str, str] = {self.boot_name: "fake-boot"}
+        self._hangs: dict[str, tuple[float, int]] = {}  # name -> (seconds, times)
+        self.threads: set[str] = set()  # the threads that read `hang`'s settings
+
+    def hang(self, seconds: float, name: str, times: int = 1) -> None:
+        self._hangs[name] = (seconds, times)
+
+    def read(self, name: str) -> str | None:
+        if name in self._hangs:
+            self.threads.add(threading.current_thread().name)
+            seconds, times = self._hangs.pop(name)
+            if times > 1:
+                self._hangs[name] = (seconds, times - 1)
+            threading.Event().wait(seconds)  # blocks as subprocess.run(timeout=...) does
+            return None
+        return self.values.get(name, "0")
+
+    def write(self, name: str, value: str) -> None:
+        self.values[name] = value

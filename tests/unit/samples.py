@@ -89,6 +89,7 @@ STATUS: dict[str, Any] = {
     "node_address_v4": "10.77.44.75",
     "ipv4_problem": None,
     "addresses_v4": [{"interface": "eth1", "address": "10.77.168.98", "peer": "10.77.168.99"}],
+    "kernel_problem": None,
 }
 
 NODE_ENTRY: dict[str, Any] = {

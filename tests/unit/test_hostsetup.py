@@ -202,3 +202,30 @@ def test_links_babblerd_would_use_skip_dad_from_the_start_and_nothing_else_chang
     names = [n for n, _ in running]
     assert names[:6:3] == [f"net/ipv6/conf/thunderbolt{i}/accept_dad" for i in (0, 1)]
     assert not any("eth0/accept_dad" in n for n in names) and names[-1] == FORWARDING
+
+
+class ReadOnly(ProcSys):
+    """/proc/sys in a container that mounts it read-only."""
+
+    def write(self, name: str, value: str) -> None:
+        raise OSError(30, "Read-only file system")
+
+
+def test_settings_that_fail_or_hang_are_returned_to_the_caller_not_logged_each_pass(
+    tmp_path: Path,
+) -> None:
+    """sysctl(8) ended by its timeout, or a read-only /proc/sys: the setup returns what it
+    could not set (the daemon shows it as `kernel_problem` and says it once)."""
+
+    def hangs(args: Sequence[str]) -> subprocess.CompletedProcess[str]:
+        if args[1] == "-n":
+            return subprocess.CompletedProcess(args, 0, "0\n", "")
+        raise subprocess.TimeoutExpired(list(args), 3.0)
+
+    sysctls = Sysctls(tmp_path, SysctlCommand(hangs), boot="b")
+    assert not sysctls.set("net.inet6.ip6.forwarding", "1")
+    assert sysctls.problem == "net.inet6.ip6.forwarding: sysctl(8) gave no answer in 3 s"
+    root = fake_proc(tmp_path, {FORWARDING: "0", "net/ipv6/conf/default/accept_ra": "0"})
+    setup = HostSetup(Sysctls(tmp_path, ReadOnly(root), boot="b"))
+    problems = setup.apply({"v1": Link("v1", 2)}, {"v1"})
+    assert problems[-1] == "cannot set net.ipv6.conf.all.forwarding=1: Read-only file system"
