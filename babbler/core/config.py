@@ -443,6 +443,7 @@ SETTINGS: tuple[Setting, ...] = (
     ),
 )
 BY_KEY = {setting.key: setting for setting in SETTINGS}
+BY_ATTR = {setting.attr: setting for setting in SETTINGS}  # click's parameter names
 
 
 def validate(key: str, value: Any) -> Any:

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 import click
 
 from babbler import __version__
-from babbler.core.config import DEFAULT_CONFIG, SETTINGS
+from babbler.core.config import BY_ATTR, DEFAULT_CONFIG, SETTINGS
 
 EPILOG = """\b
 Examples:
@@ -83,7 +83,7 @@ def parse(args: list[str]) -> tuple[Path | None, dict[str, Any]]:
 def flags_given(params: dict[str, Any]) -> dict[str, Any]:
     """click's parameters as the flags cli.start takes: setting keys, only those given."""
     return {
-        key.replace("_", "-"): value
-        for key, value in params.items()
+        BY_ATTR[name].key: value
+        for name, value in params.items()
         if value is not None and value != ()
     }

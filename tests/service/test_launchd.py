@@ -7,10 +7,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-import click
-
+from babbler.daemon import argv
 from babbler.daemon.cli import load_config as build
-from babbler.daemon.cli_command import main
+from babbler.daemon.cli_command import parse
 
 ROOT = Path(__file__).resolve().parents[2]
 PLIST = ROOT / "launchd" / "org.babbler.babblerd.plist"
@@ -37,14 +36,9 @@ def test_it_is_kept_alive_started_at_load_and_logs_to_var_log() -> None:
 def test_program_arguments_are_a_command_line_babblerd_accepts() -> None:
     program, *args = load()["ProgramArguments"]
     assert Path(program).name == "babblerd" and Path(program).is_absolute()
-    context = main.make_context("babblerd", list(args))  # raises on an unknown flag
-    given = {
-        key.replace("_", "-"): value
-        for key, value in context.params.items()
-        if value is not None and value != () and key != "config"
-    }
-    build(given, Path("/dev/null"))  # raises on a bad value
-    assert isinstance(context.command, click.Command)
+    # As babblerd reads it (cli.run): the lean reader, else click, which exits on a bad flag.
+    config, flags = argv.parse(args) or parse(args)
+    build(flags, config)  # raises ConfigError on a bad value or a config file that is not there
 
 
 def test_path_lets_launchd_find_babeld_from_homebrew() -> None:
