@@ -117,6 +117,23 @@ def daemon(facts: Facts) -> Iterable[Check]:
         )
 
 
+def kernel(facts: Facts) -> Iterable[Check]:
+    """What babblerd's last reconcile could not do in the kernel (status.kernel_problem)."""
+    s = facts.status
+    if s is None:
+        return
+    if s.kernel_problem:
+        yield Check(
+            "kernel",
+            FAIL,
+            s.kernel_problem,
+            "babblerd keeps the last good state and retries; its log has the first failure "
+            "(docs/reliability.md, 'The kernel fails')",
+        )
+    else:
+        yield Check("kernel", OK, "babblerd's last reconcile went through")
+
+
 def links(facts: Facts) -> Iterable[Check]:
     s = facts.status
     used = {i.name for i in s.interfaces} if s else set()
@@ -350,7 +367,7 @@ def host(facts: Facts) -> Iterable[Check]:
 
 def checks(facts: Facts) -> list[Check]:
     out: list[Check] = []
-    for part in (daemon, links, mtu, ipv4, kernel_linux, kernel_mac, host):
+    for part in (daemon, kernel, links, mtu, ipv4, kernel_linux, kernel_mac, host):
         out.extend(part(facts))
     return out
 

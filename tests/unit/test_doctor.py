@@ -68,7 +68,7 @@ def test_a_healthy_linux_host_passes() -> None:
     assert not failed(found)
     names = [c.check for c in found]
     assert names == [
-        "babblerd", "babeld", "link eth0", "link eth1", "link tb1", "ipv4", "forwarding",
+        "babblerd", "babeld", "kernel", "link eth0", "link eth1", "link tb1", "ipv4", "forwarding",
         "router advertisements", "fence", "thunderbolt-net",
     ]  # fmt: skip
     assert "not a mesh link" in by_name(LINUX_HOST)["link eth0"].saw
@@ -115,6 +115,7 @@ FIXTURES = {  # check -> (a host where it fails or warns, the status it gets, wo
     "babeld": (on(babeld=replace(BABELD, found=False)), FAIL, "finds no babeld"),
     "babeld ": (on(babeld=replace(BABELD, pid=None, last_error="SIGKILL")), FAIL, "SIGKILL"),
     "babeld  ": (host(status=None, babeld_version=None), FAIL, "no babeld on PATH"),
+    "kernel": (on(kernel_problem="cannot read links: no answer in 6 s"), FAIL, "no answer"),
     "link tb1": (host(links=link("tb1", link_local=False)), FAIL, "no IPv6 link-local"),
     "link tb1 ": (host(links=link("tb1", up=False)), WARN, "down"),
     "link eth1": (on(neighbours=HEALTHY.neighbours[:1]), WARN, "no neighbour"),
