@@ -34,9 +34,16 @@ def full_listener(path: Path) -> tuple[socket.socket, list[socket.socket]]:
 def test_a_full_accept_queue_is_waited_out(tmp_path: Path) -> None:
     path = tmp_path / "s"
     server, queued = full_listener(path)
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.setblocking(False)
+    with pytest.raises(BlockingIOError):  # the queue is full: a connect now has to wait
+        probe.connect(str(path))
+    probe.close()
+    accepting = threading.Event()
 
     def accept_later() -> None:
         time.sleep(0.3)
+        accepting.set()
         for _ in range(len(queued) + 1):
             conn, _ = server.accept()
             conn.sendall(b"BABEL 1.0\nok\n")
@@ -46,6 +53,7 @@ def test_a_full_accept_queue_is_waited_out(tmp_path: Path) -> None:
     helper.start()
     try:
         with Connection(path, timeout=10) as conn:
+            assert accepting.is_set(), "connected before anyone accepted: nothing was waited out"
             assert conn.header == ["BABEL 1.0"]
     finally:
         helper.join()
