@@ -1,5 +1,6 @@
 """Sample values the unit tests share: the facts a daemon gathers, and a status object
-with every contract key (the one protocol.md shows)."""
+with every contract key (made up for the tests; the example docs/protocol.md shows is
+checked against the schema from the page itself, tests/unit/test_schemas.py)."""
 
 from __future__ import annotations
 
