@@ -24,8 +24,9 @@ from ipaddress import IPv4Network, IPv6Address, ip_address
 from typing import Any
 
 from babbler.core.addressing import MESH_PREFIX
+from babbler.core.config import DEFAULT_BENCH_PORT
 
-DEFAULT_PORT = 6699
+DEFAULT_PORT = DEFAULT_BENCH_PORT
 MAX_SESSION = 60.0  # seconds: a session is ended after this, whatever it asked
 MAX_LINE = 512  # a request line
 REQUEST_TIMEOUT = 2.0  # seconds for the request line

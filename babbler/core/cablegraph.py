@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from ipaddress import IPv4Address
 from typing import Any
 
+from babbler.core.cost import UNKNOWN_COST
 from babbler.core.printable import escape
 
 INTERFACE = re.compile(r"^[A-Za-z0-9_.:-]{1,15}$")  # what Linux and macOS allow, and no more
-UNKNOWN_COST = 96  # a link whose cost nobody said (babbler's cost for unknown)
 
 
 @dataclass(frozen=True, order=True)

@@ -14,9 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from babbler.core.cost import UNKNOWN_COST  # a link whose cost the info did not say
 from babbler.core.printable import escape
-
-UNKNOWN_COST = 96  # a link whose cost the info did not say (babbler's cost for unknown)
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from babbler.client.errors import Disconnected
 from babbler.client.sync import RETRIED
 from babbler.core import hostfile
 from babbler.core.cablegraph import CableGraph
+from babbler.core.config import DEFAULT_BENCH_PORT
 from babbler.core.errors import BabblerError
 from babbler.core.graph import Graph, to_dot
 from babbler.core.platform import (
@@ -190,7 +191,7 @@ def ip(
     def go() -> None:
         value = _client(ctx, socket_path).status()
         target = render.node_id(value, node) if node is not None else value.node_id
-        other = next((n for n in value.nodes if n.node_id == target), None)
+        other = render.find_node(value, target)
         if as_json:
             cables = other.cables if other else value.addresses_v4
             me = other is None
@@ -482,7 +483,11 @@ def _size(text: str) -> int:
 )
 @click.option("--max-size", default="1G", show_default=True, help="the sweep's largest message")
 @click.option(
-    "--port", type=click.IntRange(1, 65535), default=6699, show_default=True, help="responder port"
+    "--port",
+    type=click.IntRange(1, 65535),
+    default=DEFAULT_BENCH_PORT,
+    show_default=True,
+    help="responder port",
 )
 @click.option("-4", "v4", is_flag=True, help="over IPv4 node addresses (as MLX jobs run)")
 @click.option("--json", "as_json", is_flag=True, help="print the results as JSON")

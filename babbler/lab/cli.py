@@ -14,7 +14,12 @@ import click
 
 from babbler import __version__
 from babbler.client import NotRunning, parse_status
-from babbler.core.config import DEFAULT_HELLO_INTERVAL, MAX_HELLO_INTERVAL, MIN_HELLO_INTERVAL
+from babbler.core.config import (
+    DEFAULT_HELLO_INTERVAL,
+    MAX_HELLO_INTERVAL,
+    MIN_HELLO_INTERVAL,
+    MODES,
+)
 from babbler.core.errors import BabblerError
 from babbler.core.graph import Graph, to_dot
 from babbler.lab import TOPOLOGIES, Lab, LabError, LabNotUp, Node, farthest, wait
@@ -152,7 +157,7 @@ up_options = [
         "--mode",
         default="always",
         show_default=True,
-        type=click.Choice(["always", "on-demand"]),
+        type=click.Choice(MODES),
         help="babblerd --mode on every node",
     ),
 ]

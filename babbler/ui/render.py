@@ -106,7 +106,7 @@ def path_of(s: Status, what: str) -> dict[str, Any]:
     target = node_id(s, what)
     if target == graph.me:
         return {"from": graph.names[target], "to": graph.names[target], "hops": 0, "steps": []}
-    node = next((n for n in s.nodes if n.node_id == target), None)
+    node = find_node(s, target)
     if node is None:  # in someone's info, not routed from here
         raise BabblerError(f"no route to {graph.names[target]} (babblerctl nodes)")
     if not node.reachable:
@@ -285,12 +285,19 @@ def node_id(s: Status, what: str) -> str:
     raise BabblerError(f"no node {what!r} (a name, node id or node address: babblerctl nodes)")
 
 
+def find_node(s: Status, node_id: str) -> Node | None:
+    """The other node with this node id in `status.nodes`, or None (this node, or unknown)."""
+    return next((n for n in s.nodes if n.node_id == node_id), None)
+
+
 def reachable_node(s: Status, what: str) -> Node:
     """Another node that `what` names and that has a route now. Raises BabblerError."""
     target = node_id(s, what)
     if target == s.node_id:
         raise BabblerError(f"{s.name or s.node_id} is this node")
-    node = next(n for n in s.nodes if n.node_id == target)
+    node = find_node(s, target)
+    if node is None:  # in someone's info, not routed from here
+        raise BabblerError(f"no route to {what} (babblerctl nodes)")
     if not node.reachable:
         raise BabblerError(f"{node.label} is not reachable now")
     return node
