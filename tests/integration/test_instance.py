@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from tests.integration.helpers import WAIT, LabFactory, mesh_addresses
+from tests.integration.helpers import WAIT, LabFactory, mesh_addresses, until
 from tests.integration.watcher import Follower
 
 pytestmark = pytest.mark.integration
@@ -26,7 +26,7 @@ def test_a_second_daemon_exits_with_one_line_and_touches_nothing(
     addresses = mesh_addresses(lab, 1)
     watcher = Follower(n1.socket)
     try:
-        time.sleep(0.5)  # the snapshot, and anything the mesh itself still says
+        until(lambda: watcher.events("snapshot"), what="the watch's snapshot")
         heard = len(watcher.lines)
         base = n1.run_dir if run_dir == "same" else n1.run_dir.parent / "second"
         state = n1.state_dir if run_dir == "same" else n1.run_dir.parent / "second-state"
