@@ -150,7 +150,7 @@ class Status:
     addresses_v4: tuple[CableAddress, ...]
     # What the kernel failed in babblerd's last reconcile (null: nothing; None too from a
     # babblerd older than it).
-    kernel_problem: str | None = None
+    kernel_problem: str | None
     raw: Json = _RAW
 
 
