@@ -75,7 +75,7 @@ class Config:
     hello_interval: float = DEFAULT_HELLO_INTERVAL
     log_format: str | None = None  # None: json unless stderr is a terminal
     log_level: str = "info"
-    # babblerd changes no sysctl (a sandbox sets them, systemd/); babeld never does.
+    # babblerd changes no sysctl, for a sandbox that cannot write them; babeld never does.
     skip_kernel_setup: bool = False
     cost: tuple[tuple[str, int], ...] = ()  # (interface glob, babeld rxcost), first match wins
     key_file: Path | None = None  # the mesh key (read by the command line, never logged)
@@ -362,9 +362,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "skip-kernel-setup",
         _bool,
-        "babblerd changes no sysctl (IPv6 forwarding, keeping RAs, redirects, IPv4 forwarding "
-        "on mesh links) and logs which the mesh needs; set them yourself (the systemd unit "
-        "does, outside its sandbox)",
+        "babblerd changes no sysctl (IPv6 forwarding, keeping RAs, redirects, DAD and IPv4 "
+        "forwarding on mesh links) and logs, once each, which the mesh needs: for a sandbox "
+        "that cannot write them; set them yourself (docs/operations.md)",
         switch=True,
     ),
     Setting(

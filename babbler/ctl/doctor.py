@@ -2,7 +2,7 @@
 status, the physical links, and the platform's own state. Linux: sysfs, /proc/sys and one
 netlink dump of the rules. macOS: `ifconfig`, `networksetup -listallhardwareports`, `ifconfig
 bridgeN`, `system_profiler SPThunderboltDataType -json` and the application firewall's
-`socketfilterfw`, through `run` so that tests give recorded outputs. Nothing here needs root
+`socketfilterfw`, through `run` so that tests give transcribed outputs. Nothing here needs root
 but the state dir; what could not be read is None, and the check says so."""
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ the fan-out, and owns the mesh's lifecycle.
 Reconcile, don't react: any trigger (a netlink event, a client subscribing, a reload) leads to
 one `refresh`: re-read the links, plan the addresses, apply the plan, tell whoever follows
 link changes. `refresh` is idempotent, so events the daemon causes itself are harmless.
-The supervisor reports facts (`_on_fact`); only the daemon publishes to clients.
+The supervisor reports facts (`_on_fact`) and the daemon publishes them (node events: nodes/).
 """
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""babeld 1.12.1 control lines as recorded (BABELD.md), for the parser's tests."""
+"""babeld 1.12.1 control lines for the parser's tests: the `add` lines as BABELD.md records
+them (its elided addresses written out), the `change` and `flush` lines transcribed in
+their shape."""
 
 from babbler.core.babeld_lines import TableLine, parse_line
 from babbler.core.table import MeshTable

@@ -1,4 +1,4 @@
-"""The macOS backend, on Linux: recorded command outputs and a fake route socket in, the
+"""The macOS backend, on Linux: transcribed command outputs and a fake route socket in, the
 links the mesh would use and the exact commands it would run out."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ MESH_ADDRESS = IPv6Address("fde0:20c6:1fa7:12:3456:789a:0:1")
 
 
 class FakeMac:
-    """Answers commands from recorded outputs and records what was run."""
+    """Answers commands from transcribed outputs and records what was run."""
 
     def __init__(self) -> None:
         self.outputs = {
@@ -150,7 +150,7 @@ async def test_only_babelds_routes_in_the_mesh_prefix_are_flushed(mac: FakeMac) 
     assert flushed == 3
 
 
-def test_parsers_read_the_recorded_outputs() -> None:
+def test_parsers_read_the_transcribed_outputs() -> None:
     ports = darwin.hardware_ports((DATA / "networksetup-listallhardwareports.txt").read_text())
     assert ports["en1"] == "Wi-Fi" and ports["bridge0"] == "Thunderbolt Bridge"
     assert darwin.bridge_members((DATA / "ifconfig-bridge0.txt").read_text()) == {"en2", "en3"}

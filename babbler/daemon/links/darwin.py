@@ -11,7 +11,8 @@
   (flag `2` in `netstat -rn`) and are deleted with `route -n delete -inet6`.
 
 The parsers are pure and the system is reached only through `System`, so all of this is
-tested on Linux with recorded outputs and a fake route socket (tests/unit/test_darwin.py).
+tested on Linux with transcribed outputs (typed in macOS's format, not captured on a Mac:
+tests/unit/data/darwin/README.md) and a fake route socket (tests/unit/test_darwin.py).
 """
 
 from __future__ import annotations
@@ -310,7 +311,7 @@ Runner = Callable[[Sequence[str]], Awaitable[str]]
 
 @dataclass
 class System:
-    """How the backend reaches macOS; tests pass recorded answers instead."""
+    """How the backend reaches macOS; tests pass transcribed answers instead."""
 
     run: Runner  # runs a command, returns its output; raises KernelError when it fails
     inet6: Callable[[str], list[dict[str, Any]]]  # netifaces AF_INET6 entries of a link
