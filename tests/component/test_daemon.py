@@ -7,6 +7,7 @@ import json
 import os
 import signal
 from dataclasses import replace
+from ipaddress import IPv4Network, ip_address
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ import pytest
 import structlog
 import trio
 
-from babbler.core.addressing import interface_address
+from babbler.core.addressing import node_range
 from babbler.core.config import DEFAULT_HELLO_INTERVAL
 from babbler.core.links import Link
 from babbler.daemon.babeld.session import Deadlines
@@ -24,7 +25,14 @@ from tests.component.harness import NODE, Client, alive, connect, eventually, ru
 from tests.fakes.kernel import FakeKernel
 from tests.waits import nothing_within
 
-MINE = str(interface_address(NODE.value, 1))
+MINE = node_range(NODE.value)  # links are numbered at random inside it (core/addrplan.py)
+
+
+def ours(addresses: set[str]) -> set[str]:
+    """The addresses of this node's range among `addresses` (a link's, as the kernel holds)."""
+    return {a for a in addresses if ip_address(a) in MINE}
+
+
 V1X3_ADDED = (
     f"interface v1x3 hello-interval {DEFAULT_HELLO_INTERVAL:g} rxcost 96 enable-timestamps true"
     " v4-via-v6 true"
@@ -39,7 +47,8 @@ async def test_always_mode_runs_babeld_and_serves_its_table() -> None:
         status = json.loads((await client.request("status"))[0])
         assert status["mesh"] == "running"
         assert status["node_id"] == "1a2b3c4d5e6f"
-        assert status["addresses"] == [{"interface": "v1x2", "address": MINE}]
+        [address] = status["addresses"]
+        assert address["interface"] == "v1x2" and ip_address(address["address"]) in MINE
         assert status["interfaces"] == [
             {
                 "name": "v1x2",
@@ -59,7 +68,7 @@ async def test_always_mode_runs_babeld_and_serves_its_table() -> None:
         dump = await client.request("dump")
         assert dump[0] == "add interface v1x2 up true ipv6 fe80::1"
         assert dump[-1] == "ok" and len(dump) == 5
-        assert MINE in kernel.addresses("v1x2")
+        assert ours(kernel.addresses("v1x2")) == {address["address"]}
 
 
 async def test_header_is_shaped_like_babelds() -> None:
@@ -354,7 +363,7 @@ async def test_on_demand_starts_with_a_subscriber_and_stops_after_linger() -> No
         watcher = await connect(daemon.config.socket_path)
         await watcher.send("watch")
         await eventually(lambda: daemon.mesh.state == "running", what="mesh started on watch")
-        assert MINE in kernel.addresses("v1x2")
+        assert len(ours(kernel.addresses("v1x2"))) == 1
         pid = fake.starts()[0][0]
         left = trio.current_time()
         await watcher.aclose()
@@ -497,6 +506,29 @@ async def test_babeld_started_early_is_adopted_not_started_again() -> None:
         assert len(fake.starts()) == 1, "a second babeld was started"
         assert d.status()["babeld"]["pid"] == fake.early_pid == fake.starts()[0][0]
         assert d.mesh.restarts == 0 and d.my_id == d.mesh.my_id
+
+
+async def test_the_early_start_and_the_daemon_work_out_one_launch() -> None:
+    # IPv4 on and a fast link (its own cost, v4-via-v6): the early babeld is the one the
+    # daemon would start, so it is adopted.
+    fast = replace(veth("v1x2", 2), speed_mbps=40000)
+    prefix = IPv4Network("10.77.0.0/16")
+    kernel = FakeKernel(fast)
+    async with running(kernel, early_on="v1x2", mode="always", ipv4_prefix=prefix) as (d, fake):
+        await eventually(lambda: d.mesh.state == "running")
+        assert len(fake.starts()) == 1, "the early babeld was not adopted"
+        assert d.status()["babeld"]["pid"] == fake.early_pid
+
+
+async def test_an_early_babeld_started_otherwise_is_replaced() -> None:
+    # Its interface options differ from the daemon's (here the hello interval): adopting it
+    # would run babeld with what the settings no longer say.
+    kernel = FakeKernel(veth("v1x2", 2))
+    early = {"hello_interval": 0.5}
+    async with running(kernel, early_on="v1x2", early_settings=early, mode="always") as (d, fake):
+        await eventually(lambda: d.mesh.state == "running")
+        assert fake.early_pid is not None and not alive(fake.early_pid), "early babeld left"
+        assert d.status()["babeld"]["pid"] != fake.early_pid
 
 
 async def test_babeld_started_early_on_a_link_the_daemon_does_not_use_is_replaced() -> None:
