@@ -194,6 +194,10 @@ def render_status(s: Status, routes: bool = False) -> str:
         lines.append(f"ipv4 REFUSED: {s.ipv4_problem}")
     elif s.ipv4_prefix is None:
         lines.append("ipv4 off")
+    if s.kernel_problem:
+        lines.append(
+            f"  KERNEL: {s.kernel_problem} (babblerd keeps the last good state and retries)"
+        )
     if b.last_error:
         when = "" if b.last_error_age_s is None else f" ({seconds(b.last_error_age_s)} ago)"
         lines.append(f"  last error{when}: {b.last_error}")

@@ -110,6 +110,14 @@ def test_neighbours_are_shown_as_the_nodes_they_are() -> None:
     assert row.split()[:3] == ["n2", "v1x2", "fe80::2"], row
 
 
+def test_a_kernel_that_fails_is_said_in_status_and_nothing_when_it_is_fine() -> None:
+    value = status()
+    assert "KERNEL" not in render_status(typed(value))
+    value["kernel_problem"] = "reading links: no answer within 6 s"
+    line = next(x for x in render_status(typed(value)).splitlines() if "KERNEL" in x)
+    assert "reading links: no answer within 6 s" in line and "retries" in line
+
+
 def test_path_and_nodes_as_data_and_stats_as_lines() -> None:
     from babbler.ui.render import nodes_json, path_of, render_stats
 
