@@ -7,7 +7,7 @@ This module, standard library and babbler's lean modules only, reads the links f
 takes a router id and spawns babeld from the main thread (the one that later runs trio, so
 PR_SET_PDEATHSIG ties babeld to babblerd as for every later start). The daemon adopts the
 process as its first session once it has its own netlink view, or stops it when that view
-disagrees (daemon/lifecycle.py `Daemon._adopt`).
+disagrees: any launch but the one it would start itself (babeld/launch.py `launch_for`).
 
 Only on Linux, in `always` mode, and only after a clean stop: leftovers of a babeld that died
 with its babblerd (a pid file, stale `proto babel` routes) are the normal start's to clear.
@@ -15,25 +15,17 @@ with its babblerd (a pid file, stale `proto babel` routes) are the normal start'
 
 from __future__ import annotations
 
-import os
 import subprocess
 import time
 from dataclasses import dataclass
 
-from babbler.core.addressing import node_range
 from babbler.core.config import Config
-from babbler.core.cost import link_cost
 from babbler.core.errors import EnvironmentProblem
 from babbler.core.links import Selector, usable_names
 from babbler.core.meshkey import MeshKey
 from babbler.core.platform import IS_LINUX
 from babbler.daemon import routerids
-from babbler.daemon.babeld.launch import (
-    BabeldFiles,
-    Launch,
-    interface_options,
-    write_private,
-)
+from babbler.daemon.babeld.launch import BabeldFiles, Launch, found, launch_for, write_private
 from babbler.daemon.ipv4 import Ipv4
 from babbler.daemon.links.sysfs import read_links
 from babbler.daemon.nodeid import NodeId
@@ -77,16 +69,9 @@ def why_not(config: Config) -> str | None:
     files = BabeldFiles.under(config.private_dir, config.state_dir)
     if files.pid.exists() or files.socket.exists():
         return "a previous babeld left files (the normal start clears them)"
-    if not _found(config.babeld):
+    if not found(config.babeld):
         return f"{config.babeld} not found"
     return None
-
-
-def _found(program: str) -> bool:
-    """shutil.which(program) is not None, without shutil's 2.5 ms of imports."""
-    if "/" in program:
-        return os.access(program, os.X_OK) and not os.path.isdir(program)
-    return any(_found(os.path.join(folder, program)) for folder in os.get_exec_path())
 
 
 def start(config: Config, node: NodeId, key: MeshKey | None) -> tuple[Early | None, str]:
@@ -102,17 +87,8 @@ def start(config: Config, node: NodeId, key: MeshKey | None) -> tuple[Early | No
             return None, "no usable link yet"
         first = usable[0]
         ipv4 = Ipv4.load(config.ipv4_prefix, config.state_dir, node.value)
-        cost = link_cost(links[first], config.cost)
-        options = interface_options(config.hello_interval, cost, key is not None, ipv4.via_v6)
-        launch = Launch.build(
-            config,
-            key,
-            routerids.take(config.state_dir),
-            str(node_range(node.value)),
-            first,
-            options,
-            tuple(ipv4.babeld_filters()),
-        )
+        router_id = routerids.take(config.state_dir)
+        launch = launch_for(config, key, ipv4, node.value, router_id, first, links[first])
         write_private(launch.files.config, launch.config_text())
         popen = spawn(launch.args())
     except (OSError, EnvironmentProblem) as error:

@@ -10,7 +10,6 @@ The supervisor reports facts (`_on_fact`) and the daemon publishes them (node ev
 from __future__ import annotations
 
 import math
-import shutil
 import socket
 import subprocess
 from collections.abc import Callable
@@ -27,7 +26,6 @@ from babbler.core import fence, mtu, views
 from babbler.core.addressing import MESH_PREFIX, format_node_id, node_address
 from babbler.core.addrplan import AddressPlan, IndexBook, plan, wanted_addresses
 from babbler.core.config import Config, down_hold, reloaded
-from babbler.core.cost import UNKNOWN_COST, link_cost
 from babbler.core.errors import ConfigError, KernelError
 from babbler.core.kernelhealth import RETRY_CAP, RETRY_FIRST, KernelHealth
 from babbler.core.links import (
@@ -43,7 +41,7 @@ from babbler.core.lonely import CAUSES, LonelyLinks
 from babbler.core.meshkey import MeshKey
 from babbler.core.platform import IS_LINUX
 from babbler.core.table import Applied
-from babbler.daemon.babeld.launch import Launch, interface_options
+from babbler.daemon.babeld.launch import Launch, found, launch_for, link_options
 from babbler.daemon.early import Early
 from babbler.daemon.fanout import Hub, Limits
 from babbler.daemon.fence_rules import FenceRules
@@ -290,28 +288,24 @@ class Daemon:
 
     def interface_options(self, name: str) -> str:
         """The options of babeld's `interface NAME ...` line for this link now."""
-        link = self.links.get(name)
-        cost = link_cost(link, self.config.cost) if link else UNKNOWN_COST
-        v4_via_v6 = self.ipv4.state.via_v6
-        return interface_options(self.config.hello_interval, cost, self.key is not None, v4_via_v6)
+        keyed, via_v6 = self.key is not None, self.ipv4.state.via_v6
+        return link_options(self.config, keyed, via_v6, self.links.get(name))
 
     def _find_babeld(self) -> None:
         """Whether babeld is installed, looked up per babeld start and on reload (so one
         installed later is seen), never per `status`: a walk over PATH each time."""
-        self._babeld_found = shutil.which(self.config.babeld) is not None
+        self._babeld_found = found(self.config.babeld)
+
+    def _launch_on(self, first: str, router_id: str) -> Launch:
+        state, node_id = self.ipv4.state, self.node_id
+        return launch_for(
+            self.config, self.key, state, node_id, router_id, first, self.links.get(first)
+        )
 
     def _launch(self, first: str) -> Launch:
         self._find_babeld()
         self.identity.new_babeld(self.config.hello_interval)
-        return Launch.build(
-            self.config,
-            self.key,
-            self.identity.take_router_id(),
-            str(self.identity.node_range),
-            first,
-            self.interface_options(first),
-            tuple(self.ipv4.state.babeld_filters()),
-        )
+        return self._launch_on(first, self.identity.take_router_id())
 
     # -- node info -----------------------------------------------------------------------------
 
@@ -355,10 +349,11 @@ class Daemon:
         if early is None:
             return None
         first = early.launch.first_interface
-        filters = tuple(self.ipv4.state.babeld_filters())
-        stale = early.launch.ipv4_filters != filters  # IPv4 decided otherwise since (a clash)
-        if first not in self.usable_names() or early.popen.poll() is not None or stale:
-            log.info("babeld started early not adopted", interface=first)
+        # The launch this daemon would start under the early one's router id: anything else
+        # (IPv4 decided otherwise since, the link's cost, ...) is a babeld of its own.
+        drifted = self._launch_on(first, early.launch.router_id) != early.launch
+        if first not in self.usable_names() or early.popen.poll() is not None or drifted:
+            log.info("babeld started early not adopted", interface=first, drifted=drifted)
             early.stop()
             return None
         self.identity.new_babeld(self.config.hello_interval)

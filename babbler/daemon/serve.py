@@ -4,7 +4,6 @@ signals and systemd's watchdog. Imported by cli.py only after babeld's early sta
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ from babbler.core.config import Config
 from babbler.core.errors import EnvironmentProblem
 from babbler.core.meshkey import MeshKey
 from babbler.daemon import sdnotify
+from babbler.daemon.babeld.launch import found
 from babbler.daemon.early import Early
 from babbler.daemon.log import configure
 from babbler.daemon.nodeid import NodeId
@@ -89,7 +89,7 @@ async def _serve(start: Start, reload: Callable[[], Config]) -> None:
         log.error(
             "could not persist node id; it will change at the next start", error=node.persist_error
         )
-    if shutil.which(config.babeld) is None:
+    if not found(config.babeld):
         log.error(
             "babeld not found; the mesh cannot start until it is installed", babeld=config.babeld
         )

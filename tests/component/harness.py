@@ -17,12 +17,11 @@ from typing import Any
 
 import trio
 
-from babbler.core.addressing import node_range
 from babbler.core.config import Config
 from babbler.core.lines import TOO_LONG
 from babbler.core.links import Link
 from babbler.daemon import paths, routerids
-from babbler.daemon.babeld.launch import Launch, interface_options, write_private
+from babbler.daemon.babeld.launch import launch_for, write_private
 from babbler.daemon.cli import load_config
 from babbler.daemon.early import Early
 from babbler.daemon.ipv4 import Ipv4
@@ -133,12 +132,14 @@ async def running(
     chatter: str | None = None,
     real_changes: bool = False,
     early_on: str | None = None,
+    early_settings: dict[str, Any] | None = None,
     tunables: Tunables | None = None,
     node: NodeId = NODE,
     **settings: Any,
 ) -> AsyncIterator[tuple[Daemon, Fake]]:
     """A daemon on a fake kernel with the fake babeld. `early_on`: babeld is spawned first
-    on that interface, as babblerd's early start does, for the daemon to adopt (or not).
+    on that interface, as babblerd's early start does, for the daemon to adopt (or not);
+    `early_settings`: settings that were different when it was (a config since changed).
     `node`: its node id (the fake babeld's neighbour announces node aaaabbbbcccc)."""
     base = Path(tempfile.mkdtemp(prefix="bbc", dir="/tmp"))  # short: socket paths < 108 bytes
     fake = Fake(base)
@@ -161,13 +162,12 @@ async def running(
     paths.prepare(config.run_dir, config.private_dir, config.state_dir)
     early = None
     if early_on is not None:
-        ipv4 = Ipv4.load(config.ipv4_prefix, config.state_dir, node.value)  # as early.py
-        options = interface_options(config.hello_interval, 96, False, ipv4.via_v6)
+        # As early.py: the one launch function, on the early start's view of the links.
+        early_config = replace(config, **(early_settings or {}))
+        ipv4 = Ipv4.load(early_config.ipv4_prefix, config.state_dir, node.value)
         router_id = routerids.take(config.state_dir)
-        filters = tuple(ipv4.babeld_filters())
-        launch = Launch.build(
-            config, None, router_id, str(node_range(node.value)), early_on, options, filters
-        )
+        link = kernel.links.get(early_on)
+        launch = launch_for(early_config, None, ipv4, node.value, router_id, early_on, link)
         write_private(launch.files.config, launch.config_text())
         early = Early(launch, spawn(launch.args()), time.monotonic())
         fake.early_pid = early.popen.pid

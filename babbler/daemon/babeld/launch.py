@@ -13,11 +13,14 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from babbler.core.addressing import MESH_PREFIX
+from babbler.core.addressing import MESH_PREFIX, node_range
 from babbler.core.config import Config
+from babbler.core.cost import UNKNOWN_COST, link_cost
 from babbler.core.fence import TABLE
+from babbler.core.links import Link
 from babbler.core.meshkey import KEY_ID, MeshKey
 from babbler.core.platform import IS_LINUX
+from babbler.daemon.ipv4 import Ipv4
 
 # The file given to babeld with -c (it also keeps babeld from reading /etc/babeld.conf).
 # Links here are wired, with fixed costs: babeld's route-selection hysteresis (a new route's
@@ -142,6 +145,39 @@ class Launch:
         if self.interface_options and not self.key_lines:
             args += ["-C", f"interface {self.first_interface} {self.interface_options}"]
         return [*args, self.first_interface]
+
+
+def launch_for(
+    config: Config,
+    key: MeshKey | None,
+    ipv4: Ipv4,
+    node_id: int,
+    router_id: str,
+    first: str,
+    link: Link | None,
+) -> Launch:
+    """The one way babeld's launch is worked out, by the early start and the daemon alike:
+    the daemon adopts an early babeld only when this gives the same launch for its router
+    id (so any drift, options or filters, means a babeld of its own). `link`: the first
+    interface as read now (its cost), None when it is not there."""
+    options = link_options(config, key is not None, ipv4.via_v6, link)
+    filters = tuple(ipv4.babeld_filters())
+    return Launch.build(config, key, router_id, str(node_range(node_id)), first, options, filters)
+
+
+def link_options(config: Config, keyed: bool, v4_via_v6: bool, link: Link | None) -> str:
+    """The options of babeld's `interface` line for `link` (None: not there, the unknown
+    cost) under these settings."""
+    cost = link_cost(link, config.cost) if link else UNKNOWN_COST
+    return interface_options(config.hello_interval, cost, keyed, v4_via_v6)
+
+
+def found(program: str) -> bool:
+    """Whether babeld (`program`, a name on PATH or a path) can be run: the one lookup,
+    lean (shutil.which without shutil's 2.5 ms of imports, for the early start)."""
+    if "/" in program:
+        return os.access(program, os.X_OK) and not os.path.isdir(program)
+    return any(found(os.path.join(folder, program)) for folder in os.get_exec_path())
 
 
 def write_private(path: Path, text: str) -> None:
