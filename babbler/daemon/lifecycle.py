@@ -21,7 +21,6 @@ import structlog
 import trio
 
 from babbler import __version__
-from babbler.bench import supervise
 from babbler.core import fence, mtu, views
 from babbler.core.addressing import MESH_PREFIX, format_node_id, node_address
 from babbler.core.addrplan import AddressPlan, IndexBook, plan, wanted_addresses
@@ -55,6 +54,8 @@ from babbler.daemon.mesh import Fact, Mesh, MeshHost, MeshTunables
 from babbler.daemon.nodeid import NodeId
 from babbler.daemon.nodes import answer as nodeinfo
 from babbler.daemon.nodes.service import NodeService
+from babbler.daemon.responder import run_responder
+from babbler.daemon.responder import wanted as bench_wanted
 from babbler.daemon.server import PublicSocket
 from babbler.daemon.sysctls import Sysctls
 from babbler.daemon.wakeup import Signal, rerun_on
@@ -325,16 +326,13 @@ class Daemon:
         )
         return nodeinfo.encode(value)
 
-    def _bench_on(self) -> bool:
-        return self.config.bench == "on" and bool(self.config.bench_port)
-
     async def _bench_responder(self) -> None:
         """The bench responder on the node addresses (moved when either changes)."""
         address = str(node_address(self.node_id))
         ipv4 = self.ipv4.state
         address_v4 = None if ipv4.node_address is None else str(ipv4.node_address)
         prefix = None if ipv4.prefix is None else str(ipv4.prefix)
-        await supervise.run_responder(address, self.config.bench_port, address_v4, prefix)
+        await run_responder(address, self.config.bench_port, address_v4, prefix)
 
     def _ipv4_changed(self, reason: str) -> None:
         """IPv4 turned on or off, or its node address moved: babeld's filters are fixed at
@@ -638,7 +636,7 @@ class Daemon:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self.mesh.run_while_active)
                 await nursery.start(self.nodes.run)
-                if self._bench_on():
+                if bench_wanted(self.config):
                     nursery.start_soon(rerun_on, self.node_moved, self._bench_responder)
                 nursery.start_soon(self._say_lonely_links)
                 await self._until_released()

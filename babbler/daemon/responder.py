@@ -1,6 +1,8 @@
-"""babblerd's side of the bench responder: run it as its own unprivileged process on the
-node address while the mesh runs, restart it if it exits, never leave it behind (it is a
-child like babeld: daemon/spawn.py, daemon/children.py)."""
+"""babblerd's side of the bench responder (docs/bench.md): run it as its own unprivileged
+process on the node addresses while the mesh runs, restart it if it exits, never leave it
+behind (a child like babeld: daemon/spawn.py, daemon/children.py). The program itself is
+bench/responder.py; the daemon knows it only by its module name, so bench/ imports nothing
+of the daemon's and the daemon nothing of the bench's."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import sys
 import structlog
 
 from babbler.core.backoff import Backoff
+from babbler.core.config import Config
 from babbler.daemon.children import keep_running
 from babbler.daemon.spawn import nobody_can_run, spawn
 
@@ -18,12 +21,19 @@ log = structlog.get_logger("babbler.bench")
 FIRST_PAUSE = 1.0  # seconds before a restart, doubling to MAX_PAUSE while it keeps exiting
 MAX_PAUSE = 60.0
 STEADY = 60.0  # a responder that ran this long before exiting restarts after FIRST_PAUSE
+# The responder's program, run as `python -m` (its own process, no daemon module in it).
+PROGRAM = "babbler.bench.responder"
+
+
+def wanted(config: Config) -> bool:
+    """Whether babblerd runs the responder while the mesh runs."""
+    return config.bench == "on" and bool(config.bench_port)
 
 
 def command(
     address: str, port: int, address_v4: str | None = None, ipv4_prefix: str | None = None
 ) -> list[str]:
-    program = [sys.executable, "-m", "babbler.bench.responder"]
+    program = [sys.executable, "-m", PROGRAM]
     ipv4 = ["--address-v4", address_v4, "--ipv4-prefix", str(ipv4_prefix)] if address_v4 else []
     return [*program, "--address", address, *ipv4, "--port", str(port)]
 
