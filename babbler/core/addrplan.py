@@ -69,16 +69,23 @@ class IndexBook:
     by_name: dict[str, int] = field(default_factory=dict)
 
     def number(self, name: str, node_id: int, present: frozenset[IPv6Address]) -> int:
+        self.adopt(name, node_id, present)
+        if name not in self.by_name:
+            self.by_name[name] = self.pick(set(self.by_name.values()))
+        return self.by_name[name]
+
+    def adopt(self, name: str, node_id: int, present: frozenset[IPv6Address]) -> None:
+        """Keep the n of an address of our range that the link holds (a killed babblerd
+        left it), if the link has none yet. Also while the mesh is idle, when that address
+        is removed: the link gets the same one back when the mesh runs."""
         if name in self.by_name:
-            return self.by_name[name]
+            return
         taken = set(self.by_name.values())
         for address in sorted(present):
             index = index_in_range(node_id, address)
             if index is not None and index not in taken:
                 self.by_name[name] = index
-                return index
-        self.by_name[name] = self.pick(taken)
-        return self.by_name[name]
+                return
 
     def forget_all(self) -> None:
         """After a node id change the old numbers mean nothing."""
@@ -88,8 +95,12 @@ class IndexBook:
 def wanted_addresses(
     links: Links, selector: Selector, node_id: int, book: IndexBook, active: bool
 ) -> dict[str, IPv6Address]:
-    """Interface name -> the one mesh address it should hold now."""
+    """Interface name -> the one mesh address it should hold now (none while idle, when
+    the numbers of addresses a previous run left are still noted)."""
     if not active:
+        for name, link in links.items():
+            if not link.is_loopback and selector.usable(link):
+                book.adopt(name, node_id, link.addresses)
         return {}
     wanted = {}
     for name in sorted(links):

@@ -140,6 +140,17 @@ def test_numbers_are_kept_for_life_and_adopted_from_a_previous_run() -> None:
     assert again == {"v1x2": interface_address(NODE, 1)}
 
 
+def test_a_killed_runs_address_seen_while_idle_is_the_one_the_link_gets_back() -> None:
+    # babblerd's first reconcile runs before the mesh does: it removes what a killed run
+    # left, and the link must get the same address back (numbers are random now).
+    book, selector = IndexBook(), Selector(interface=("v*",))
+    left = {"v1x2": with_addresses(VETH, interface_address(NODE, 4242))}
+    idle = plan(left, selector, NODE, wanted_addresses(left, selector, NODE, book, False))
+    assert idle.remove == (AddressChange("v1x2", 5, interface_address(NODE, 4242)),)
+    running = wanted_addresses({"v1x2": VETH}, selector, NODE, book, active=True)
+    assert running == {"v1x2": interface_address(NODE, 4242)}
+
+
 def test_two_machines_with_one_node_id_give_their_links_different_addresses() -> None:
     # Cloned disks: each must announce an address the other does not, or with two nodes
     # between them neither sees a route into its range from the other (core/collision.py).
