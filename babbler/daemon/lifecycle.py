@@ -4,13 +4,13 @@ the fan-out, and owns the mesh's lifecycle.
 Reconcile, don't react: any trigger (a netlink event, a client subscribing, a reload) leads to
 one `refresh`: re-read the links, plan the addresses, apply the plan, tell whoever follows
 link changes. `refresh` is idempotent, so events the daemon causes itself are harmless.
-The supervisor reports facts (`_on_fact`) and the daemon publishes them (node events: nodes/).
+The supervisor reports facts (`_on_fact`); the view (view.py) publishes them, and is what
+clients and other nodes read.
 """
 
 from __future__ import annotations
 
 import math
-import socket
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,7 +20,6 @@ from typing import Any
 import structlog
 import trio
 
-from babbler import __version__
 from babbler.core import fence, mtu, views
 from babbler.core.addressing import MESH_PREFIX, format_node_id, node_address
 from babbler.core.addrplan import AddressPlan, IndexBook, plan, wanted_addresses
@@ -40,7 +39,7 @@ from babbler.core.lonely import CAUSES, LonelyLinks
 from babbler.core.meshkey import MeshKey
 from babbler.core.platform import IS_LINUX
 from babbler.core.table import Applied
-from babbler.daemon.babeld.launch import Launch, found, launch_for, link_options
+from babbler.daemon.babeld.launch import Launch, launch_for, link_options
 from babbler.daemon.early import Early
 from babbler.daemon.fanout import Hub, Limits
 from babbler.daemon.fence_rules import FenceRules
@@ -52,12 +51,12 @@ from babbler.daemon.links.kernel import KERNEL_DEADLINE, Guarded, Kernel
 from babbler.daemon.log import configure as configure_logging
 from babbler.daemon.mesh import Fact, Mesh, MeshHost, MeshTunables
 from babbler.daemon.nodeid import NodeId
-from babbler.daemon.nodes import answer as nodeinfo
 from babbler.daemon.nodes.service import NodeService
 from babbler.daemon.responder import run_responder
 from babbler.daemon.responder import wanted as bench_wanted
 from babbler.daemon.server import PublicSocket
 from babbler.daemon.sysctls import Sysctls
+from babbler.daemon.view import Host, View
 from babbler.daemon.wakeup import Signal, rerun_on
 
 log = structlog.get_logger("babbler.daemon")
@@ -100,7 +99,6 @@ class Daemon:
         self.identity = Identity(node, config.state_dir, config.hello_interval)
         self._reload_config = reload_config or (lambda: self.config)
         self.links: dict[str, Link] = {}
-        self._watch_filter = views.WatchFilter()  # what of babeld's table `watch` is sent
         self.book = IndexBook()
         self.active = False
         self.links_changed = Signal()
@@ -137,25 +135,33 @@ class Daemon:
         self._tried: set[tuple[str, int]] = set()  # links brought up once (name, index)
         self._brought: dict[str, int] = {}  # ...and still up as babblerd left them
         self._mtu_refused: set[tuple[str, int, int]] = set()  # (link, index, size): said once
-        self._babeld_found = False
-        self._find_babeld()
-        self._published: dict[str, Any] = {}
         self._collision_check = trio.Event()
         self._unmatched: list[str] = []
-        self._started = 0.0  # trio time at run()
         self.node_moved = Signal()  # the node id changed: serve on the new node address
         self.nodes = NodeService(
             me=lambda: self.node_id,
             port=config.info_port,
-            answer=self.info_answer,
+            answer=lambda: self.view.info_answer(),
             routes=lambda: views.entries(self.mesh.table, "route"),
             hub=self.hub,
             moved=self.node_moved,
             answered=self._node_answered,
             hold=lambda: down_hold(self.config),
         )
+        self.view = View(
+            lambda: self.config,
+            key is not None,
+            self.mesh,
+            self.identity,
+            self.hub,
+            self.ipv4,
+            self.nodes.view,
+            self.kernel_health,
+            Host(links=lambda: self.links, brought_up=lambda: self._brought),
+            early,
+        )
 
-    # -- what clients read (requests.View) -----------------------------------------------------
+    # -- who this node is; what serve.py and the tests read (the view's) -----------------------
 
     @property
     def node(self) -> NodeId:
@@ -172,96 +178,31 @@ class Daemon:
     def usable_names(self) -> set[str]:
         return usable_names(self.links, self.selector)
 
-    def header(self) -> list[str]:
-        return [
-            "BABEL 1.0",
-            f"version babblerd-{__version__}",
-            f"host {socket.gethostname()}",
-            f"my-id {self.my_id}",
-            "ok",
-        ]
+    def status(self, asker: object = None) -> dict[str, Any]:
+        return self.view.status(asker)
+
+    def facts(self, asker: object = None, with_nodes: bool = True) -> views.Facts:
+        return self.view.facts(asker, with_nodes)
 
     @property
     def my_id(self) -> str:
-        """The running (or starting) babeld's router id: an early-started one's until it
-        is adopted or stopped; else the one the next babeld will use."""
-        early = self._early
-        if self.mesh.my_id is None and early is not None and early.popen.poll() is None:
-            return early.launch.router_id
-        return self.mesh.my_id or self.identity.next_router_id
+        return self.view.my_id
+
+    def header(self) -> list[str]:
+        return self.view.header()
 
     def settle(self) -> None:
-        """Apply what babeld said that still waits (neighbour changes held while nobody
-        watches) and publish it. Called before a request reads; never from inside a read."""
-        self.mesh.catch_up()
+        self.view.settle()
 
     def dump_lines(self) -> list[str]:
-        return self.mesh.table.dump_lines()
-
-    def counters(self) -> dict[str, int]:
-        counts = self.mesh.line_counts
-        return {
-            "babeld_lines_in": counts.lines_in,
-            "babeld_repeats": counts.repeats,
-            "babeld_held": counts.held,
-        }
-
-    def babeld_view(self) -> dict[str, Any]:
-        return {
-            **self.mesh.babeld_view(),
-            "my_id": self.my_id,
-            "found": self._babeld_found,
-        }
-
-    def facts(self, asker: object = None, with_nodes: bool = True) -> views.Facts:
-        """What the views are made of. `with_nodes=False`: without `status.nodes`, which
-        the node-level events and the node info do not show (each answer to another node
-        made it anew: 63 a minute and more on a node of a 64-ring). A read: it publishes
-        nothing (`settle` first for what babeld said last)."""
-        node = self.identity.node
-        return views.Facts(
-            version=__version__,
-            node_id=node.value,
-            node_id_source=node.source,
-            node_id_persist_error=node.persist_error,
-            mode=self.config.mode,
-            mesh=self.mesh.state,
-            babeld=self.babeld_view(),
-            links=self.links,
-            selector=self.selector,
-            told=frozenset(self.mesh.told),
-            table=self.mesh.table,
-            clients=sum(1 for c in self.hub.clients if c is not asker),
-            costs=self.config.cost,
-            keyed=self.key is not None,
-            name=self.name,
-            ipv4=self.ipv4.view(),
-            nodes=tuple(self.nodes.view()) if with_nodes else (),
-            brought_up=frozenset(self._brought),
-            mtu=self.config.mtu,
-            kernel_problem=self.kernel_health.problem,
-        )
-
-    def status(self, asker: object = None) -> dict[str, Any]:
-        """The status object; `clients` counts the connections other than `asker`."""
-        return views.status(self.facts(asker))
+        return self.view.dump_lines()
 
     # -- facts in, events out ------------------------------------------------------------------
 
     def _on_fact(self, fact: Fact) -> None:
+        self.view.publish_fact(fact)
         if not isinstance(fact, Applied):
-            self._publish_node()
-            if self.hub.monitoring and (ended := self.hub.end_monitors(self.my_id)):
-                # A babeld started or ended (its `flush` lines went first): a `monitor`
-                # whose header names another router id reconnects, as with babeld's own.
-                log.info("monitor clients ended: babeld's router id changed", clients=ended)
             return
-        if self.hub.monitoring:
-            self.hub.publish_lines([fact.line])
-        if self.hub.watching:
-            event = self._watch_filter.event(fact)
-            if event is not None:
-                self.hub.publish_event(event)
         if fact.entry.kind in ("neighbour", "interface") and fact.verb != "change":
             self.cables_changed.notify()  # a cable's ends may have come or gone
         if fact.entry.kind == "route":
@@ -270,20 +211,9 @@ class Daemon:
             self.nodes.routes_changed()
 
     def _subscribers_changed(self) -> None:
-        if not self.hub.watching:
-            self._watch_filter.stop()
-        elif not self._watch_filter.started:
-            self._watch_filter.start(self.mesh.table)
-        self.mesh.set_watched(self.hub.monitoring + self.hub.watching > 0)
+        self.view.subscribers_changed()
         self.nodes.watchers_changed()
         self.demand_changed.notify()
-
-    def _publish_node(self) -> None:
-        """Send `watch` clients the node-level facts that changed."""
-        current = views.node_view(self.facts(with_nodes=False))
-        for event in views.node_events(self._published, current):
-            self.hub.publish_event(event)
-        self._published = current
 
     # -- babeld --------------------------------------------------------------------------------
 
@@ -292,11 +222,6 @@ class Daemon:
         keyed, via_v6 = self.key is not None, self.ipv4.state.via_v6
         return link_options(self.config, keyed, via_v6, self.links.get(name))
 
-    def _find_babeld(self) -> None:
-        """Whether babeld is installed, looked up per babeld start and on reload (so one
-        installed later is seen), never per `status`: a walk over PATH each time."""
-        self._babeld_found = found(self.config.babeld)
-
     def _launch_on(self, first: str, router_id: str) -> Launch:
         state, node_id = self.ipv4.state, self.node_id
         return launch_for(
@@ -304,27 +229,9 @@ class Daemon:
         )
 
     def _launch(self, first: str) -> Launch:
-        self._find_babeld()
+        self.view.find_babeld()
         self.identity.new_babeld(self.config.hello_interval)
         return self._launch_on(first, self.identity.take_router_id())
-
-    # -- node info -----------------------------------------------------------------------------
-
-    @property
-    def name(self) -> str:
-        return self.config.name or socket.gethostname()
-
-    def info_answer(self) -> bytes:
-        """This node's info, as other nodes read it (nodes/answer.py)."""
-        self.settle()
-        value = nodeinfo.answer(
-            self.facts(with_nodes=False),
-            self.name,
-            self.config.info,
-            trio.current_time() - self._started,
-            node_address(self.node_id),
-        )
-        return nodeinfo.encode(value)
 
     async def _bench_responder(self) -> None:
         """The bench responder on the node addresses (moved when either changes)."""
@@ -375,7 +282,7 @@ class Daemon:
                 problems.insert(0, str(error))
                 if self.links is not before:  # read, then a later read failed: still news
                     self.links_changed.notify()
-                    self._publish_node()
+                    self.view.publish_node()
             self._kernel_checked(problems)
 
     def _kernel_checked(self, problems: list[str]) -> None:
@@ -449,7 +356,7 @@ class Daemon:
             self.links = keep_speeds(await self.kernel.read_links(), self.links)
         if change or todo:
             self.links_changed.notify()
-            self._publish_node()
+            self.view.publish_node()
         self._warn_unmatched()
 
     def _fence_rules(self, mesh: set[str]) -> frozenset[fence.Rule]:
@@ -562,7 +469,7 @@ class Daemon:
             self.book.forget_all()
             self.mesh.restart_babeld("node id changed")
             await self.refresh()
-            self._publish_node()
+            self.view.publish_node()
 
     def _node_answered(self, node: int, info: dict[str, Any]) -> None:
         """Another node's info came: it may hold our IPv4 node address (a collision), or
@@ -654,7 +561,7 @@ class Daemon:
         if fixed:
             log.warning("these settings change only at restart", settings=fixed)
         configure_logging(self.config.log_format, self.config.log_level)
-        self._find_babeld()
+        self.view.find_babeld()
         log.info("configuration reloaded", config=str(self.config.config))
         self.demand_changed.notify()
         await self.refresh()
@@ -663,7 +570,7 @@ class Daemon:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Serve until cancelled; on the way out babeld is stopped and our addresses removed."""
         public = PublicSocket(self.config.socket_path)  # first: a bad path touches nothing
-        self._started = trio.current_time()
+        self.view.started = trio.current_time()
         # A babblerd of this boot crashed; off the loop: sysctl(8) on macOS.
         restored = await trio.to_thread.run_sync(self.sysctls.restore_leftovers)
         if restored:
@@ -677,7 +584,7 @@ class Daemon:
                 nursery.start_soon(self.ipv4.follow_clashes, self.refresh)
                 nursery.start_soon(self._mesh_lifecycle)
                 nursery.start_soon(self._follow_collisions)
-                await nursery.start(public.serve, self.hub, self)
+                await nursery.start(public.serve, self.hub, self.view)
                 task_status.started()
         finally:
             public.close()

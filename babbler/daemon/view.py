@@ -1,0 +1,211 @@
+"""The daemon as clients and other nodes read it: the greeting, babeld's table, the counters,
+`status` and this node's info answer (requests.View, nodes/answer.py); and what subscribers
+are told as it changes: babeld's lines to `monitor`, table and node-level events to `watch`.
+
+It reads the daemon's parts (the mesh supervisor, identity, IPv4, the node book, the
+kernel's health) and two facts the daemon's reconcile keeps (`Host`: the links as last read,
+the links babblerd brought up); it changes none of them. Reads publish nothing; `settle` and
+the `publish_*` calls do.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+import trio
+
+from babbler import __version__
+from babbler.core import views
+from babbler.core.addressing import node_address
+from babbler.core.config import Config
+from babbler.core.kernelhealth import KernelHealth
+from babbler.core.links import Link, Selector
+from babbler.core.table import Applied
+from babbler.daemon.babeld.launch import found
+from babbler.daemon.early import Early
+from babbler.daemon.fanout import Hub
+from babbler.daemon.identity import Identity
+from babbler.daemon.ipv4_service import Ipv4Service
+from babbler.daemon.mesh import Fact, Mesh
+from babbler.daemon.nodes import answer as nodeinfo
+
+log = structlog.get_logger("babbler.daemon")
+
+
+@dataclass(frozen=True)
+class Host:
+    """What the view reads of the host as the daemon's reconcile left it (a port: two reads)."""
+
+    links: Callable[[], Mapping[str, Link]]  # as last read
+    brought_up: Callable[[], Collection[str]]  # the links babblerd brought up, still up
+
+
+class View:
+    def __init__(
+        self,
+        config: Callable[[], Config],
+        keyed: bool,
+        mesh: Mesh,
+        identity: Identity,
+        hub: Hub,
+        ipv4: Ipv4Service,
+        nodes: Callable[[], list[dict[str, Any]]],  # status.nodes (nodes/service.py)
+        kernel_health: KernelHealth,
+        host: Host,
+        early: Early | None,
+    ) -> None:
+        self._config = config
+        self._keyed = keyed
+        self._mesh = mesh
+        self._identity = identity
+        self._hub = hub
+        self._ipv4 = ipv4
+        self._nodes = nodes
+        self._kernel_health = kernel_health
+        self._host = host
+        self._early = early  # its router id is the header's until a session has one
+        self._watch_filter = views.WatchFilter()  # what of babeld's table `watch` is sent
+        self._published: dict[str, Any] = {}
+        self._babeld_found = False
+        self.started = 0.0  # trio time the daemon began to serve (the info answer's uptime)
+        self.find_babeld()
+
+    # -- what clients read (requests.View) -----------------------------------------------------
+
+    def header(self) -> list[str]:
+        return [
+            "BABEL 1.0",
+            f"version babblerd-{__version__}",
+            f"host {socket.gethostname()}",
+            f"my-id {self.my_id}",
+            "ok",
+        ]
+
+    @property
+    def my_id(self) -> str:
+        """The running (or starting) babeld's router id: an early-started one's until it
+        is adopted or stopped; else the one the next babeld will use."""
+        early = self._early
+        if self._mesh.my_id is None and early is not None and early.popen.poll() is None:
+            return early.launch.router_id
+        return self._mesh.my_id or self._identity.next_router_id
+
+    @property
+    def selector(self) -> Selector:
+        config = self._config()
+        return Selector(config.interface, config.exclude)
+
+    @property
+    def name(self) -> str:
+        return self._config().name or socket.gethostname()
+
+    def settle(self) -> None:
+        """Apply what babeld said that still waits (neighbour changes held while nobody
+        watches) and publish it. Called before a request reads; never from inside a read."""
+        self._mesh.catch_up()
+
+    def dump_lines(self) -> list[str]:
+        return self._mesh.table.dump_lines()
+
+    def counters(self) -> dict[str, int]:
+        counts = self._mesh.line_counts
+        return {
+            "babeld_lines_in": counts.lines_in,
+            "babeld_repeats": counts.repeats,
+            "babeld_held": counts.held,
+        }
+
+    def find_babeld(self) -> None:
+        """Whether babeld is installed, looked up per babeld start and on reload (so one
+        installed later is seen), never per `status`: a walk over PATH each time."""
+        self._babeld_found = found(self._config().babeld)
+
+    def babeld_view(self) -> dict[str, Any]:
+        return {**self._mesh.babeld_view(), "my_id": self.my_id, "found": self._babeld_found}
+
+    def facts(self, asker: object = None, with_nodes: bool = True) -> views.Facts:
+        """What the views are made of. `with_nodes=False`: without `status.nodes`, which
+        the node-level events and the node info do not show (each answer to another node
+        made it anew: 63 a minute and more on a node of a 64-ring). A read: it publishes
+        nothing (`settle` first for what babeld said last)."""
+        node, config = self._identity.node, self._config()
+        return views.Facts(
+            version=__version__,
+            node_id=node.value,
+            node_id_source=node.source,
+            node_id_persist_error=node.persist_error,
+            mode=config.mode,
+            mesh=self._mesh.state,
+            babeld=self.babeld_view(),
+            links=dict(self._host.links()),
+            selector=self.selector,
+            told=frozenset(self._mesh.told),
+            table=self._mesh.table,
+            clients=sum(1 for c in self._hub.clients if c is not asker),
+            costs=config.cost,
+            keyed=self._keyed,
+            name=self.name,
+            ipv4=self._ipv4.view(),
+            nodes=tuple(self._nodes()) if with_nodes else (),
+            brought_up=frozenset(self._host.brought_up()),
+            mtu=config.mtu,
+            kernel_problem=self._kernel_health.problem,
+        )
+
+    def status(self, asker: object = None) -> dict[str, Any]:
+        """The status object; `clients` counts the connections other than `asker`."""
+        return views.status(self.facts(asker))
+
+    def info_answer(self) -> bytes:
+        """This node's info, as other nodes read it (nodes/answer.py)."""
+        self.settle()
+        value = nodeinfo.answer(
+            self.facts(with_nodes=False),
+            self.name,
+            self._config().info,
+            trio.current_time() - self.started,
+            node_address(self._identity.node_id),
+        )
+        return nodeinfo.encode(value)
+
+    # -- what subscribers are told -------------------------------------------------------------
+
+    def publish_fact(self, fact: Fact) -> None:
+        """A fact of the supervisor's to its subscribers: babeld's line to `monitor`, the
+        table event to `watch`; a session that began or ended as node-level events (and
+        `monitor` clients of another router id ended, as babeld ends its own)."""
+        hub = self._hub
+        if not isinstance(fact, Applied):
+            self.publish_node()
+            if hub.monitoring and (ended := hub.end_monitors(self.my_id)):
+                # A babeld started or ended (its `flush` lines went first): a `monitor`
+                # whose header names another router id reconnects, as with babeld's own.
+                log.info("monitor clients ended: babeld's router id changed", clients=ended)
+            return
+        if hub.monitoring:
+            hub.publish_lines([fact.line])
+        if hub.watching:
+            event = self._watch_filter.event(fact)
+            if event is not None:
+                hub.publish_event(event)
+
+    def publish_node(self) -> None:
+        """Send `watch` clients the node-level facts that changed."""
+        current = views.node_view(self.facts(with_nodes=False))
+        for event in views.node_events(self._published, current):
+            self._hub.publish_event(event)
+        self._published = current
+
+    def subscribers_changed(self) -> None:
+        """Table events for `watch` only while someone watches; babeld's stream read while
+        anyone subscribes (else dumps: core/readpolicy.py)."""
+        hub = self._hub
+        if not hub.watching:
+            self._watch_filter.stop()
+        elif not self._watch_filter.started:
+            self._watch_filter.start(self._mesh.table)
+        self._mesh.set_watched(hub.monitoring + hub.watching > 0)
