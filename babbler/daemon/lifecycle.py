@@ -14,14 +14,13 @@ import math
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 
 import structlog
 import trio
 
-from babbler.core import fence, mtu, views
-from babbler.core.addressing import MESH_PREFIX, format_node_id, node_address
+from babbler.core import views
+from babbler.core.addressing import node_address
 from babbler.core.addrplan import AddressPlan, IndexBook, plan, wanted_addresses
 from babbler.core.config import Config, down_hold, reloaded
 from babbler.core.errors import ConfigError, KernelError
@@ -31,19 +30,15 @@ from babbler.core.links import (
     Selector,
     diff,
     keep_speeds,
-    selected_links,
-    to_bring_up,
     usable_names,
 )
 from babbler.core.lonely import CAUSES, LonelyLinks
 from babbler.core.meshkey import MeshKey
-from babbler.core.platform import IS_LINUX
 from babbler.core.table import Applied
 from babbler.daemon.babeld.launch import Launch, launch_for, link_options
 from babbler.daemon.early import Early
 from babbler.daemon.fanout import Hub, Limits
-from babbler.daemon.fence_rules import FenceRules
-from babbler.daemon.hostsetup import FORWARDING, HostSetup
+from babbler.daemon.hostcare import HostCare, MeshFacts
 from babbler.daemon.identity import Identity
 from babbler.daemon.ipv4 import Ipv4
 from babbler.daemon.ipv4_service import Ipv4Service
@@ -55,7 +50,6 @@ from babbler.daemon.nodes.service import NodeService
 from babbler.daemon.responder import run_responder
 from babbler.daemon.responder import wanted as bench_wanted
 from babbler.daemon.server import PublicSocket
-from babbler.daemon.sysctls import Sysctls
 from babbler.daemon.view import Host, View
 from babbler.daemon.wakeup import Signal, rerun_on
 
@@ -119,9 +113,6 @@ class Daemon:
             tunables.mesh,
         )
         self.mesh.set_watched(False)
-        self.sysctls = Sysctls(config.state_dir, kernel.settings)
-        self.host_setup = HostSetup(self.sysctls)  # forwarding and RAs, babeld leaves them
-        self.fence = FenceRules(kernel)  # the mesh's routes for the host and the mesh only
         self.ipv4 = Ipv4Service(
             Ipv4.load(config.ipv4_prefix, config.state_dir, node.value),
             kernel,
@@ -132,9 +123,6 @@ class Daemon:
         self.kernel_health = KernelHealth(*tunables.kernel_retry)
         self._kernel_retry = trio.Event()  # a pass failed: `_retry_refresh` tries again
         self._retry_in = 0.0
-        self._tried: set[tuple[str, int]] = set()  # links brought up once (name, index)
-        self._brought: dict[str, int] = {}  # ...and still up as babblerd left them
-        self._mtu_refused: set[tuple[str, int, int]] = set()  # (link, index, size): said once
         self._collision_check = trio.Event()
         self._unmatched: list[str] = []
         self.node_moved = Signal()  # the node id changed: serve on the new node address
@@ -148,6 +136,23 @@ class Daemon:
             answered=self._node_answered,
             hold=lambda: down_hold(self.config),
         )
+        self.host = HostCare(
+            kernel,
+            config.state_dir,
+            MeshFacts(
+                config=lambda: self.config,
+                keyed=key is not None,
+                node_id=lambda: self.node_id,
+                ipv4=self.ipv4,
+                table=lambda: self.mesh.table,
+                infos=lambda: [
+                    (n.node_id, n.info)
+                    for n in self.nodes.book.nodes.values()
+                    if n.info is not None
+                ],
+                ask_again=self.nodes.ask_again,
+            ),
+        )
         self.view = View(
             lambda: self.config,
             key is not None,
@@ -157,7 +162,7 @@ class Daemon:
             self.ipv4,
             self.nodes.view,
             self.kernel_health,
-            Host(links=lambda: self.links, brought_up=lambda: self._brought),
+            Host(links=lambda: self.links, brought_up=lambda: self.host.brought_up),
             early,
         )
 
@@ -338,112 +343,13 @@ class Daemon:
                         f"cannot {verb} address {item.address} on {item.interface}: {error}"
                     )
         self.ipv4.applied(c for c in failed if c in four.remove)
-        forwarding = usable_names(new, self.selector) if self.active else set()
-        rules = self._fence_rules(forwarding)
-        await self.fence.add(rules)  # new rules before forwarding starts, old ones
-        skip, ipv4 = self.config.skip_kernel_setup, self.ipv4.state.on
-        chosen = selected_links(new, self.selector) if self.active else []
-        selected = {link.name for link in chosen if not link.is_loopback}
-        setup = partial(self.host_setup.apply, skip=skip, ipv4=ipv4, selected=selected)
-        # Off the loop: on macOS each setting is a sysctl(8) run (sysctls.COMMAND_TIMEOUT).
-        problems += await trio.to_thread.run_sync(setup, new, forwarding)
-        resized = False
-        if self.active:  # after the setup: no DAD on them from the start
-            await self._bring_up(new)
-            resized = await self._fit_mtu(new)
-        await self.fence.apply(rules)  # removed after it stopped
+        resized = await self.host.apply(new, self.active, problems)
         if todo or resized:
             self.links = keep_speeds(await self.kernel.read_links(), self.links)
         if change or todo:
             self.links_changed.notify()
             self.view.publish_node()
         self._warn_unmatched()
-
-    def _fence_rules(self, mesh: set[str]) -> frozenset[fence.Rule]:
-        """The policy-routing rules while the mesh runs (Linux): core/fence.py."""
-        if not IS_LINUX or not self.active:
-            return frozenset()
-        before, _ = self.sysctls.changed.get(FORWARDING, (self.sysctls.read(FORWARDING), ""))
-        v4 = self.ipv4.state
-        cables = tuple(cable.address for cable in self.ipv4.cables)
-        own = fence.Own(self.identity.node_range, v4.node_address, cables)
-        # With a key, babeld's neighbours are the authenticated ones: a link forwards into
-        # the mesh only while it has one (an outsider's spoofed packets go nowhere).
-        carrying = None
-        if self.key is not None:
-            table = self.mesh.table
-            neighbours = table.entries("neighbour")
-            met = [(e.field("if") or "", e.field("address") or "") for e in neighbours]
-            mine = [e.field("ipv6") or "" for e in table.entries("interface")]
-            carrying = fence.carrying(met, mine)
-        prefix_v4 = v4.prefix if v4.on else None
-        return fence.plan(mesh, MESH_PREFIX, prefix_v4, before == "0", own, carrying)
-
-    async def _bring_up(self, links: dict[str, Link]) -> None:
-        """Thunderbolt links (and --bring-up ones) that appear down come up, once each
-        (linux.py creates thunderbolt-net links down; nothing else may bring them up)."""
-        self._brought = {n: i for n, i in self._brought.items() if _still(links, n, i)}
-        for link in to_bring_up(links, self.selector, self.config.bring_up, self._tried):
-            self._tried.add((link.name, link.index))
-            try:
-                await self.kernel.set_link_up(link, True)
-            except KernelError as error:
-                log.warning("cannot bring link up", interface=link.name, error=str(error))
-                continue
-            self._brought[link.name] = link.index
-            log.info("link brought up", interface=link.name)
-
-    def _neighbours_by_link(self) -> dict[str, set[str]]:
-        """Link -> the node ids babeld has as neighbours on it (views.neighbour_nodes)."""
-        out: dict[str, set[str]] = {}
-        for (_, name), node in views.neighbour_nodes(self.mesh.table).items():
-            out.setdefault(name or "", set()).add(node)
-        return out
-
-    def _mtu_targets(self, links: dict[str, Link]) -> dict[str, int]:
-        """Each sized mesh link's MTU as both ends offer it (core/mtu.py), where it differs."""
-        table = self.mesh.table
-        link_locals = {e.handle: e.field("ipv6") or "" for e in table.entries("interface")}
-        neighbours = self._neighbours_by_link()
-        infos = [
-            (format_node_id(known.node_id), known.info)
-            for known in self.nodes.book.nodes.values()
-            if known.info is not None
-        ]
-        far = mtu.far_offers(link_locals, infos, neighbours, format_node_id(self.node_id))
-        used = [links[name] for name in usable_names(links, self.selector)]
-        return mtu.targets(used, self.config.mtu, far)
-
-    async def _fit_mtu(self, links: dict[str, Link]) -> bool:
-        """Both ends of each sized cable at the same, largest, MTU; True if one changed."""
-        changed = False
-        for name, size in sorted(self._mtu_targets(links).items()):
-            link = links[name]
-            if (name, link.index, size) in self._mtu_refused:
-                continue  # the driver said no to this size: not every refresh again
-            try:
-                await self.kernel.set_mtu(link, size)
-            except KernelError as error:
-                self._mtu_refused.add((name, link.index, size))
-                log.warning("cannot set MTU", interface=name, mtu=size, error=str(error))
-                continue
-            changed = True
-            log.info("MTU set", interface=name, mtu=size, was=link.mtu)
-            far = self._neighbours_by_link().get(name, set())
-            self.nodes.ask_again(int(node, 16) for node in far)  # the far end follows
-        return changed
-
-    async def _put_down(self) -> None:
-        """On stop: the links babblerd brought up go down again, as it found them."""
-        for name, index in sorted(self._brought.items()):
-            if not _still(self.links, name, index):
-                continue
-            try:
-                await self.kernel.set_link_up(self.links[name], False)
-                log.info("link put down", interface=name)
-            except KernelError as error:
-                log.warning("cannot put link down", interface=name, error=str(error))
-        self._brought = {}
 
     def _warn_unmatched(self) -> None:
         """Say once, when it becomes true, that an --interface pattern matches no link."""
@@ -476,7 +382,7 @@ class Daemon:
         the size it offers on a cable to this node."""
         if self.ipv4.collision(node, info, self.node_id):
             self.cables_changed.notify()  # re-address now
-        elif self.active and self._mtu_targets(self.links):
+        elif self.active and self.host.mtu_targets(self.links):
             self.cables_changed.notify()  # resize now
 
     async def _follow_cables(self) -> None:
@@ -571,8 +477,8 @@ class Daemon:
         """Serve until cancelled; on the way out babeld is stopped and our addresses removed."""
         public = PublicSocket(self.config.socket_path)  # first: a bad path touches nothing
         self.view.started = trio.current_time()
-        # A babblerd of this boot crashed; off the loop: sysctl(8) on macOS.
-        restored = await trio.to_thread.run_sync(self.sysctls.restore_leftovers)
+        # A babblerd of this boot crashed.
+        restored = await self.host.restore_leftovers()
         if restored:
             log.warning("kernel settings left by a crashed babblerd restored", settings=restored)
         try:
@@ -591,12 +497,5 @@ class Daemon:
             with trio.CancelScope(shield=True), trio.move_on_after(2.0):
                 self.active = False
                 await self.refresh()
-                await self._put_down()
-                await trio.to_thread.run_sync(self.sysctls.restore)
+                await self.host.undo(self.links)
                 log.info("stopped", addresses_left=len(views.addresses(self.facts())))
-
-
-def _still(links: dict[str, Link], name: str, index: int) -> bool:
-    """The link babblerd brought up is there, the same one, and up."""
-    link = links.get(name)
-    return link is not None and link.index == index and link.up
