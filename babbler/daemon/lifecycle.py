@@ -32,10 +32,10 @@ from babbler.core.links import (
     keep_speeds,
     usable_names,
 )
-from babbler.core.lonely import CAUSES, LonelyLinks
 from babbler.core.meshkey import MeshKey
 from babbler.core.table import Applied
 from babbler.daemon.babeld.launch import Launch, launch_for, link_options
+from babbler.daemon.demand import Demand, run_mesh, say_lonely_links
 from babbler.daemon.early import Early
 from babbler.daemon.fanout import Hub, Limits
 from babbler.daemon.hostcare import HostCare, MeshFacts
@@ -57,10 +57,6 @@ log = structlog.get_logger("babbler.daemon")
 
 # What a link's addresses changing looks like in `links.diff`: mostly the daemon's own doing.
 ADDRESS_FIELDS = {"addresses", "deprecated", "addresses_v4"}
-
-
-# How often the mesh links are looked at for a missing neighbour (only while the mesh runs).
-LONELY_CHECK = 5.0
 
 
 @dataclass(frozen=True)
@@ -96,8 +92,8 @@ class Daemon:
         self.book = IndexBook()
         self.active = False
         self.links_changed = Signal()
-        self.demand_changed = Signal()
         self.hub = Hub(self._subscribers_changed, tunables.clients)
+        self.demand = Demand(lambda: self.config, lambda: self.hub.subscribers)
         self._early = early
         self.mesh = Mesh(
             MeshHost(
@@ -218,7 +214,7 @@ class Daemon:
     def _subscribers_changed(self) -> None:
         self.view.subscribers_changed()
         self.nodes.watchers_changed()
-        self.demand_changed.notify()
+        self.demand.changed.notify()
 
     # -- babeld --------------------------------------------------------------------------------
 
@@ -402,13 +398,6 @@ class Daemon:
 
     # -- lifecycle -----------------------------------------------------------------------------
 
-    def _wanted(self) -> bool:
-        return self.config.mode == "always" or self.hub.subscribers > 0
-
-    async def _until(self, condition: Callable[[], bool]) -> None:
-        while not condition():
-            await self.demand_changed.event().wait()
-
     async def _set_active(self, active: bool) -> None:
         self.active = active
         log.info(
@@ -418,43 +407,19 @@ class Daemon:
         )
         await self.refresh()
 
-    async def _until_released(self) -> None:
-        """Return once nobody has wanted the mesh for `linger` seconds."""
-        while True:
-            await self._until(lambda: not self._wanted())
-            with trio.move_on_after(self.config.linger):
-                await self._until(self._wanted)
-                continue
-            return
+    async def _run_with_mesh(self, nursery: trio.Nursery) -> None:
+        """What runs while the mesh does (demand.run_mesh cancels it when released)."""
+        nursery.start_soon(self.mesh.run_while_active)
+        await nursery.start(self.nodes.run)
+        if bench_wanted(self.config):
+            nursery.start_soon(rerun_on, self.node_moved, self._bench_responder)
+        nursery.start_soon(say_lonely_links, self._used_links, self._links_met)
 
-    async def _say_lonely_links(self) -> None:
-        """While the mesh runs: a link babeld uses, up, without a neighbour for a while is
-        logged once with the likely causes (core/lonely.py), and again when one comes."""
-        lonely = LonelyLinks()
-        while True:
-            await trio.sleep(LONELY_CHECK)
-            used = {n for n in self.mesh.told if (link := self.links.get(n)) and link.up}
-            met = {e.field("if") for e in self.mesh.table.entries("neighbour")}
-            quiet, found = lonely.check(trio.current_time(), used, {m for m in met if m})
-            for name in quiet:
-                log.warning(f"no neighbour on {name} for {lonely.quiet:g} s", causes=CAUSES)
-            for name in found:
-                log.info(f"neighbour on {name} at last")
+    def _used_links(self) -> set[str]:
+        return {n for n in self.mesh.told if (link := self.links.get(n)) and link.up}
 
-    async def _mesh_lifecycle(self) -> None:
-        """The one owner of the mesh: wait for demand, run it, linger, stop it."""
-        while True:
-            await self._until(self._wanted)
-            await self._set_active(True)
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(self.mesh.run_while_active)
-                await nursery.start(self.nodes.run)
-                if bench_wanted(self.config):
-                    nursery.start_soon(rerun_on, self.node_moved, self._bench_responder)
-                nursery.start_soon(self._say_lonely_links)
-                await self._until_released()
-                nursery.cancel_scope.cancel()
-            await self._set_active(False)
+    def _links_met(self) -> set[str]:
+        return {e.field("if") or "" for e in self.mesh.table.entries("neighbour")} - {""}
 
     async def reload(self) -> None:
         """SIGHUP: re-read the config file. A bad file is logged and changes nothing."""
@@ -469,7 +434,7 @@ class Daemon:
         configure_logging(self.config.log_format, self.config.log_level)
         self.view.find_babeld()
         log.info("configuration reloaded", config=str(self.config.config))
-        self.demand_changed.notify()
+        self.demand.changed.notify()
         await self.refresh()
         self.links_changed.notify()
 
@@ -488,7 +453,7 @@ class Daemon:
                 nursery.start_soon(self._follow_kernel)
                 nursery.start_soon(self._follow_cables)
                 nursery.start_soon(self.ipv4.follow_clashes, self.refresh)
-                nursery.start_soon(self._mesh_lifecycle)
+                nursery.start_soon(run_mesh, self.demand, self._set_active, self._run_with_mesh)
                 nursery.start_soon(self._follow_collisions)
                 await nursery.start(public.serve, self.hub, self.view)
                 task_status.started()
