@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from babbler.daemon.nodes.book import REFRESH
 from babbler.lab import Lab, Node
 from babbler.lab.jobs import babblerctl
 from tests.integration.helpers import WAIT, LabFactory, until
@@ -84,6 +85,10 @@ def test_both_ends_take_the_smaller_largest_and_follow_an_end_forced_to_1500(
     lab.start(n1, ["--mtu", "1500"])
     until(lambda: mtu(lab, n1, "v1x2") == mtu(lab, n2, "v2x1") == 1500, what="both at 1500")
     assert whole_ping(lab, n2, "v2x1", 1500) and not whole_ping(lab, n2, "v2x1", 1501)
+    # The doctor compares with n1's picture of n2, which n1 asks 1 s after its own resize:
+    # when n2 follows later than that (a loaded machine), with the next ask, at most
+    # REFRESH (60 s) later. Known, left for the node-info rework (issue 33).
+    until(lambda: far_link(lab, n1) == (1500, 65520), timeout=REFRESH + WAIT, what="n2's size")
     doctor = babblerctl(n1, "doctor", "--json", "--state-dir", str(n1.state_dir))
     (check,) = [c for c in json.loads(doctor.stdout) if c["check"] == "mtu"]
     assert check["status"] == "ok", check
