@@ -1,11 +1,16 @@
-"""The daemon: wires the kernel, the address plan, the mesh supervisor, identity, views and
-the fan-out, and owns the mesh's lifecycle.
+"""The daemon: builds the rooms and wires them, then `run`s them. Each concern is a module
+of its own that reads what it needs through a narrow port (a dataclass of reads) instead of
+calling back into `Daemon`:
 
-Reconcile, don't react: any trigger (a netlink event, a client subscribing, a reload) leads to
-one `refresh`: re-read the links, plan the addresses, apply the plan, tell whoever follows
-link changes. `refresh` is idempotent, so events the daemon causes itself are harmless.
-The supervisor reports facts (`_on_fact`); the view (view.py) publishes them, and is what
-clients and other nodes read.
+- reconcile.py: every trigger's one `refresh` (links, addresses, then host care);
+- hostcare.py: the fence, the kernel settings, links brought up, MTUs (one apply, one undo);
+- demand.py: who wants the mesh, linger, the one loop that runs it, lonely links;
+- view.py: what clients and other nodes read, and what subscribers are told;
+- mesh.py (the babeld supervisor), identity.py, ipv4_service.py, nodes/, responder.py.
+
+What stays here is what joins two rooms: a babeld fact to the view and the collision watch,
+a node's answer to IPv4 and MTU, babeld's launch (babeld/launch.py), a collision's re-roll,
+reload, and the order of start and stop.
 """
 
 from __future__ import annotations
@@ -21,15 +26,12 @@ import trio
 
 from babbler.core import views
 from babbler.core.addressing import node_address
-from babbler.core.addrplan import AddressPlan, IndexBook, plan, wanted_addresses
 from babbler.core.config import Config, down_hold, reloaded
-from babbler.core.errors import ConfigError, KernelError
+from babbler.core.errors import ConfigError
 from babbler.core.kernelhealth import RETRY_CAP, RETRY_FIRST, KernelHealth
 from babbler.core.links import (
     Link,
     Selector,
-    diff,
-    keep_speeds,
     usable_names,
 )
 from babbler.core.meshkey import MeshKey
@@ -47,6 +49,7 @@ from babbler.daemon.log import configure as configure_logging
 from babbler.daemon.mesh import Fact, Mesh, MeshHost, MeshTunables
 from babbler.daemon.nodeid import NodeId
 from babbler.daemon.nodes.service import NodeService
+from babbler.daemon.reconcile import MeshReads, Reconcile
 from babbler.daemon.responder import run_responder
 from babbler.daemon.responder import wanted as bench_wanted
 from babbler.daemon.server import PublicSocket
@@ -54,9 +57,6 @@ from babbler.daemon.view import Host, View
 from babbler.daemon.wakeup import Signal, rerun_on
 
 log = structlog.get_logger("babbler.daemon")
-
-# What a link's addresses changing looks like in `links.diff`: mostly the daemon's own doing.
-ADDRESS_FIELDS = {"addresses", "deprecated", "addresses_v4"}
 
 
 @dataclass(frozen=True)
@@ -88,39 +88,17 @@ class Daemon:
         self.kernel = kernel
         self.identity = Identity(node, config.state_dir, config.hello_interval)
         self._reload_config = reload_config or (lambda: self.config)
-        self.links: dict[str, Link] = {}
-        self.book = IndexBook()
-        self.active = False
-        self.links_changed = Signal()
+        self._early = early  # babeld started before the daemon: adopted or stopped, once
         self.hub = Hub(self._subscribers_changed, tunables.clients)
         self.demand = Demand(lambda: self.config, lambda: self.hub.subscribers)
-        self._early = early
-        self.mesh = Mesh(
-            MeshHost(
-                launch=self._launch,
-                interface_options=self.interface_options,
-                usable_names=self.usable_names,
-                links_changed=self.links_changed,
-                kernel=kernel,
-                report=self._on_fact,
-                adopt=self._adopt,
-                hello_interval=lambda: self.config.hello_interval,
-            ),
-            tunables.mesh,
-        )
-        self.mesh.set_watched(False)
         self.ipv4 = Ipv4Service(
             Ipv4.load(config.ipv4_prefix, config.state_dir, node.value),
             kernel,
             restart=self._ipv4_changed,
         )
         self.cables_changed = Signal()  # babeld's links or neighbours came or went
-        self._refresh_lock = trio.Lock()
         self.kernel_health = KernelHealth(*tunables.kernel_retry)
-        self._kernel_retry = trio.Event()  # a pass failed: `_retry_refresh` tries again
-        self._retry_in = 0.0
         self._collision_check = trio.Event()
-        self._unmatched: list[str] = []
         self.node_moved = Signal()  # the node id changed: serve on the new node address
         self.nodes = NodeService(
             me=lambda: self.node_id,
@@ -149,6 +127,32 @@ class Daemon:
                 ask_again=self.nodes.ask_again,
             ),
         )
+        self.reconcile = Reconcile(
+            kernel,
+            self.ipv4,
+            self.host,
+            self.kernel_health,
+            MeshReads(
+                config=lambda: self.config,
+                node_id=lambda: self.node_id,
+                table=lambda: self.mesh.table,
+                publish=lambda: self.view.publish_node(),
+            ),
+        )
+        self.mesh = Mesh(
+            MeshHost(
+                launch=self._launch,
+                interface_options=self.interface_options,
+                usable_names=self.usable_names,
+                links_changed=self.reconcile.links_changed,
+                kernel=kernel,
+                report=self._on_fact,
+                adopt=self._adopt,
+                hello_interval=lambda: self.config.hello_interval,
+            ),
+            tunables.mesh,
+        )
+        self.mesh.set_watched(False)
         self.view = View(
             lambda: self.config,
             key is not None,
@@ -161,6 +165,15 @@ class Daemon:
             Host(links=lambda: self.links, brought_up=lambda: self.host.brought_up),
             early,
         )
+
+    @property
+    def links(self) -> dict[str, Link]:
+        """The links as the last reconcile read them."""
+        return self.reconcile.links
+
+    async def refresh(self) -> None:
+        """Every trigger's one way in (reconcile.py)."""
+        await self.reconcile.refresh()
 
     # -- who this node is; what serve.py and the tests read (the view's) -----------------------
 
@@ -266,94 +279,6 @@ class Daemon:
         early.adopted = True
         return early.launch, early.popen
 
-    # -- reconcile -----------------------------------------------------------------------------
-
-    async def refresh(self) -> None:
-        """Re-read the links, bring the addresses to the plan, tell followers. Every trigger
-        comes here, so here a kernel that fails or hangs is taken: a read that fails (or
-        hangs: `Guarded`) ends the pass with the last good state kept, what the pass met
-        shows as `kernel_problem` and is logged once, and `_retry_refresh` tries again
-        with back-off. Raises nothing of the kernel's."""
-        async with self._refresh_lock:
-            before = self.links
-            problems: list[str] = []
-            try:
-                await self._reconcile(problems)
-            except KernelError as error:
-                problems.insert(0, str(error))
-                if self.links is not before:  # read, then a later read failed: still news
-                    self.links_changed.notify()
-                    self.view.publish_node()
-            self._kernel_checked(problems)
-
-    def _kernel_checked(self, problems: list[str]) -> None:
-        verdict = self.kernel_health.after_pass(problems)
-        for problem in verdict.said:
-            log.error("kernel failed; last good state kept, retrying", problem=problem)
-        if verdict.recovered:
-            log.info("kernel answers again", failed_passes=verdict.recovered)
-        if verdict.retry_in is not None:
-            self._retry_in = verdict.retry_in
-            self._kernel_retry.set()
-
-    async def _retry_refresh(self) -> None:
-        """After a pass the kernel spoiled, another after the back-off, until one goes
-        through (nothing else may come: a quiet host sends no event)."""
-        while True:
-            await self._kernel_retry.wait()
-            self._kernel_retry = trio.Event()
-            await trio.sleep(self._retry_in)
-            await self.refresh()
-
-    async def _reconcile(self, problems: list[str]) -> None:
-        """One pass of `refresh`; what fails on the way without ending it goes into
-        `problems`. Raises KernelError (a read failed: nothing after it was done)."""
-        new = keep_speeds(await self.kernel.read_links(), self.links)
-        change = diff(self.links, new)
-        self.links = new
-        if change:
-            # Address-only changes are mostly our own doing: keep them out of info logs.
-            quiet = all(set(fields) <= ADDRESS_FIELDS for _, fields in change.changed)
-            notable = change.added or change.removed or not quiet
-            (log.info if notable else log.debug)("links changed", reasons=change.reasons())
-        wanted = wanted_addresses(new, self.selector, self.node_id, self.book, self.active)
-        six = plan(new, self.selector, self.node_id, wanted)
-        four = await self.ipv4.plan(new, self.selector, self.active, self.mesh.table)
-        if self.ipv4.read_problem:  # the last verdict on clashes stands meanwhile
-            problems.append(self.ipv4.read_problem)
-        todo = AddressPlan(six.add + four.add, six.remove + four.remove)
-        steps = (
-            ("remove", "removed", todo.remove, self.kernel.remove_address),
-            ("add", "added", todo.add, self.kernel.add_address),
-        )
-        failed = []
-        for verb, done, items, apply in steps:
-            for item in items:
-                where = {"interface": item.interface, "address": str(item.address)}
-                try:
-                    await apply(item)
-                    log.info(f"address {done}", **where)
-                except KernelError as error:
-                    failed.append(item)
-                    problems.append(
-                        f"cannot {verb} address {item.address} on {item.interface}: {error}"
-                    )
-        self.ipv4.applied(c for c in failed if c in four.remove)
-        resized = await self.host.apply(new, self.active, problems)
-        if todo or resized:
-            self.links = keep_speeds(await self.kernel.read_links(), self.links)
-        if change or todo:
-            self.links_changed.notify()
-            self.view.publish_node()
-        self._warn_unmatched()
-
-    def _warn_unmatched(self) -> None:
-        """Say once, when it becomes true, that an --interface pattern matches no link."""
-        unmatched = views.unmatched_globs(self.links, self.selector)
-        if unmatched and unmatched != self._unmatched:
-            log.warning("--interface patterns match no link", patterns=unmatched)
-        self._unmatched = unmatched
-
     async def _follow_collisions(self) -> None:
         """Another node uses our node id: take a new one, re-address, restart babeld.
         Sleeps until a candidate announcement has been held long enough (or the table
@@ -368,7 +293,7 @@ class Daemon:
             self.identity.reroll()
             self.ipv4.state.renumbered(self.node_id)
             self.node_moved.notify()  # serve on the new node address
-            self.book.forget_all()
+            self.reconcile.book.forget_all()
             self.mesh.restart_babeld("node id changed")
             await self.refresh()
             self.view.publish_node()
@@ -378,7 +303,7 @@ class Daemon:
         the size it offers on a cable to this node."""
         if self.ipv4.collision(node, info, self.node_id):
             self.cables_changed.notify()  # re-address now
-        elif self.active and self.host.mtu_targets(self.links):
+        elif self.reconcile.active and self.host.mtu_targets(self.links):
             self.cables_changed.notify()  # resize now
 
     async def _follow_cables(self) -> None:
@@ -391,15 +316,10 @@ class Daemon:
                 await changed.wait()
             await self.refresh()
 
-    async def _follow_kernel(self) -> None:
-        while True:
-            await self.kernel.wait_for_change()
-            await self.refresh()
-
     # -- lifecycle -----------------------------------------------------------------------------
 
     async def _set_active(self, active: bool) -> None:
-        self.active = active
+        self.reconcile.active = active
         log.info(
             "mesh " + ("demanded" if active else "released"),
             mode=self.config.mode,
@@ -436,7 +356,7 @@ class Daemon:
         log.info("configuration reloaded", config=str(self.config.config))
         self.demand.changed.notify()
         await self.refresh()
-        self.links_changed.notify()
+        self.reconcile.links_changed.notify()
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Serve until cancelled; on the way out babeld is stopped and our addresses removed."""
@@ -448,9 +368,9 @@ class Daemon:
             log.warning("kernel settings left by a crashed babblerd restored", settings=restored)
         try:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._retry_refresh)
+                nursery.start_soon(self.reconcile.retry)
                 await self.refresh()
-                nursery.start_soon(self._follow_kernel)
+                nursery.start_soon(self.reconcile.follow_kernel)
                 nursery.start_soon(self._follow_cables)
                 nursery.start_soon(self.ipv4.follow_clashes, self.refresh)
                 nursery.start_soon(run_mesh, self.demand, self._set_active, self._run_with_mesh)
@@ -460,7 +380,7 @@ class Daemon:
         finally:
             public.close()
             with trio.CancelScope(shield=True), trio.move_on_after(2.0):
-                self.active = False
+                self.reconcile.active = False
                 await self.refresh()
                 await self.host.undo(self.links)
                 log.info("stopped", addresses_left=len(views.addresses(self.facts())))
