@@ -6,17 +6,17 @@ calling back into `Daemon`:
 - hostcare.py: the fence, the kernel settings, links brought up, MTUs (one apply, one undo);
 - demand.py: who wants the mesh, linger, the one loop that runs it, lonely links;
 - view.py: what clients and other nodes read, and what subscribers are told;
-- mesh.py (the babeld supervisor), identity.py, ipv4_service.py, nodes/, responder.py.
+- mesh.py (the babeld supervisor), identity.py, ipv4_service.py, nodes/, responder.py;
+- launcher.py: babeld's launches and the early one's adoption, for the supervisor;
 
 What stays here is what joins two rooms: a babeld fact to the view and the collision watch,
-a node's answer to IPv4 and MTU, babeld's launch (babeld/launch.py), a collision's re-roll,
-reload, and the order of start and stop.
+a node's answer to IPv4 and MTU, a collision's re-roll, reload, and the order of start and
+stop.
 """
 
 from __future__ import annotations
 
 import math
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,7 +36,6 @@ from babbler.core.links import (
 )
 from babbler.core.meshkey import MeshKey
 from babbler.core.table import Applied
-from babbler.daemon.babeld.launch import Launch, launch_for, link_options
 from babbler.daemon.demand import Demand, run_mesh, say_lonely_links
 from babbler.daemon.early import Early
 from babbler.daemon.fanout import Hub, Limits
@@ -44,6 +43,7 @@ from babbler.daemon.hostcare import HostCare, MeshFacts
 from babbler.daemon.identity import Identity
 from babbler.daemon.ipv4 import Ipv4
 from babbler.daemon.ipv4_service import Ipv4Service
+from babbler.daemon.launcher import Launcher, Reads
 from babbler.daemon.links.kernel import KERNEL_DEADLINE, Guarded, Kernel
 from babbler.daemon.log import configure as configure_logging
 from babbler.daemon.mesh import Fact, Mesh, MeshHost, MeshTunables
@@ -88,7 +88,6 @@ class Daemon:
         self.kernel = kernel
         self.identity = Identity(node, config.state_dir, config.hello_interval)
         self._reload_config = reload_config or (lambda: self.config)
-        self._early = early  # babeld started before the daemon: adopted or stopped, once
         self.hub = Hub(self._subscribers_changed, tunables.clients)
         self.demand = Demand(lambda: self.config, lambda: self.hub.subscribers)
         self.ipv4 = Ipv4Service(
@@ -139,15 +138,27 @@ class Daemon:
                 publish=lambda: self.view.publish_node(),
             ),
         )
+        launcher = Launcher(
+            Reads(
+                config=lambda: self.config,
+                key=key,
+                ipv4=self.ipv4,
+                identity=self.identity,
+                links=lambda: self.links,
+                usable=self.usable_names,
+                starting=lambda: self.view.find_babeld(),
+            ),
+            early,
+        )
         self.mesh = Mesh(
             MeshHost(
-                launch=self._launch,
-                interface_options=self.interface_options,
+                launch=launcher.launch,
+                interface_options=launcher.interface_options,
                 usable_names=self.usable_names,
                 links_changed=self.reconcile.links_changed,
                 kernel=kernel,
                 report=self._on_fact,
-                adopt=self._adopt,
+                adopt=launcher.adopt,
                 hello_interval=lambda: self.config.hello_interval,
             ),
             tunables.mesh,
@@ -175,7 +186,7 @@ class Daemon:
         """Every trigger's one way in (reconcile.py)."""
         await self.reconcile.refresh()
 
-    # -- who this node is; what serve.py and the tests read (the view's) -----------------------
+    # -- who this node is; `status` (the view's: view.py) --------------------------------------
 
     @property
     def node(self) -> NodeId:
@@ -195,23 +206,7 @@ class Daemon:
     def status(self, asker: object = None) -> dict[str, Any]:
         return self.view.status(asker)
 
-    def facts(self, asker: object = None, with_nodes: bool = True) -> views.Facts:
-        return self.view.facts(asker, with_nodes)
-
-    @property
-    def my_id(self) -> str:
-        return self.view.my_id
-
-    def header(self) -> list[str]:
-        return self.view.header()
-
-    def settle(self) -> None:
-        self.view.settle()
-
-    def dump_lines(self) -> list[str]:
-        return self.view.dump_lines()
-
-    # -- facts in, events out ------------------------------------------------------------------
+    # -- what joins rooms: facts in, events out, node answers, collisions, cables ------------------
 
     def _on_fact(self, fact: Fact) -> None:
         self.view.publish_fact(fact)
@@ -229,24 +224,6 @@ class Daemon:
         self.nodes.watchers_changed()
         self.demand.changed.notify()
 
-    # -- babeld --------------------------------------------------------------------------------
-
-    def interface_options(self, name: str) -> str:
-        """The options of babeld's `interface NAME ...` line for this link now."""
-        keyed, via_v6 = self.key is not None, self.ipv4.state.via_v6
-        return link_options(self.config, keyed, via_v6, self.links.get(name))
-
-    def _launch_on(self, first: str, router_id: str) -> Launch:
-        state, node_id = self.ipv4.state, self.node_id
-        return launch_for(
-            self.config, self.key, state, node_id, router_id, first, self.links.get(first)
-        )
-
-    def _launch(self, first: str) -> Launch:
-        self.view.find_babeld()
-        self.identity.new_babeld(self.config.hello_interval)
-        return self._launch_on(first, self.identity.take_router_id())
-
     async def _bench_responder(self) -> None:
         """The bench responder on the node addresses (moved when either changes)."""
         address = str(node_address(self.node_id))
@@ -260,24 +237,6 @@ class Daemon:
         start, and the services on the node addresses follow."""
         self.mesh.restart_babeld(reason)
         self.node_moved.notify()
-
-    def _adopt(self) -> tuple[Launch, subprocess.Popen[bytes]] | None:
-        """The babeld started early, once: adopted when its link is usable in the netlink
-        view too, else stopped (the daemon then starts its own)."""
-        early, self._early = self._early, None
-        if early is None:
-            return None
-        first = early.launch.first_interface
-        # The launch this daemon would start under the early one's router id: anything else
-        # (IPv4 decided otherwise since, the link's cost, ...) is a babeld of its own.
-        drifted = self._launch_on(first, early.launch.router_id) != early.launch
-        if first not in self.usable_names() or early.popen.poll() is not None or drifted:
-            log.info("babeld started early not adopted", interface=first, drifted=drifted)
-            early.stop()
-            return None
-        self.identity.new_babeld(self.config.hello_interval)
-        early.adopted = True
-        return early.launch, early.popen
 
     async def _follow_collisions(self) -> None:
         """Another node uses our node id: take a new one, re-address, restart babeld.
@@ -383,4 +342,4 @@ class Daemon:
                 self.reconcile.active = False
                 await self.refresh()
                 await self.host.undo(self.links)
-                log.info("stopped", addresses_left=len(views.addresses(self.facts())))
+                log.info("stopped", addresses_left=len(views.addresses(self.view.facts())))

@@ -267,8 +267,9 @@ async def test_unwatched_neighbour_changes_wait_but_status_and_dump_show_the_lat
 
 
 async def test_reads_publish_nothing_and_settle_publishes_what_was_held() -> None:
-    """`facts`, `status` and `dump_lines` only read: the neighbour changes held while nobody
-    watches are applied and reported by `settle`, which a request calls before reading."""
+    """The view's `facts`, `status` and `dump_lines` only read: the neighbour changes held
+    while nobody watches are applied and reported by `settle`, which a request calls before
+    reading."""
     kernel = FakeKernel(veth("v1x2", 2))
     async with running(kernel, chatter="0.02,1", real_changes=True, mode="always") as (
         daemon,
@@ -286,11 +287,11 @@ async def test_reads_publish_nothing_and_settle_publishes_what_was_held() -> Non
         held = daemon.mesh.line_counts.held
         await eventually(lambda: daemon.mesh.line_counts.held > held, what="one more held")
         count = len(reported)
-        daemon.facts()
-        daemon.status()
-        daemon.dump_lines()
+        daemon.view.facts()
+        daemon.view.status()
+        daemon.view.dump_lines()
         assert len(reported) == count, "a read reported a fact"
-        daemon.settle()
+        daemon.view.settle()
         assert len(reported) > count, "settle reported nothing that was held"
 
 
@@ -473,7 +474,7 @@ async def test_requests_sent_with_quit_in_one_write_are_all_answered() -> None:
             lines = []
             while (line := await client.readline()) is not None:
                 lines.append(line)
-            assert lines[:5] == daemon.header()
+            assert lines[:5] == daemon.view.header()
             assert json.loads(lines[5])["mesh"] == "running" and lines[6] == "ok"
             assert lines[-1] == "ok" and lines.count("ok") == 3
             await client.aclose()
@@ -495,7 +496,7 @@ async def test_babeld_cutting_the_connection_is_reconnected_not_restarted() -> N
         await nothing_within(0.5, monitor.readline, "a line after the re-dump")
         assert len(fake.starts()) == 1, "babeld was restarted"
         assert d.mesh.restarts == 0 and d.mesh.state == "running"
-        assert sorted(d.dump_lines()) == sorted(
+        assert sorted(d.view.dump_lines()) == sorted(
             line for line in snapshot[:-1] if not line.startswith("add xroute")
         )
 
@@ -505,7 +506,7 @@ async def test_babeld_started_early_is_adopted_not_started_again() -> None:
         await eventually(lambda: d.mesh.state == "running")
         assert len(fake.starts()) == 1, "a second babeld was started"
         assert d.status()["babeld"]["pid"] == fake.early_pid == fake.starts()[0][0]
-        assert d.mesh.restarts == 0 and d.my_id == d.mesh.my_id
+        assert d.mesh.restarts == 0 and d.view.my_id == d.mesh.my_id
 
 
 async def test_the_early_start_and_the_daemon_work_out_one_launch() -> None:
