@@ -16,11 +16,12 @@ from pathlib import Path
 
 from babbler.client import Client
 from babbler.client.model import Status
+from babbler.core import darwin_output as darwin
 from babbler.core.errors import BabblerError
 from babbler.core.fence import ours
 from babbler.core.links import Link
 from babbler.core.platform import DEFAULT_STATE_DIR, IS_DARWIN
-from babbler.daemon.links import darwin, sysfs
+from babbler.daemon.links import sysfs
 from babbler.daemon.sysctls import ProcSys, read_record
 from babbler.ui.doctor import Facts, LinkFacts, LinuxFacts, MacFacts
 
@@ -143,9 +144,7 @@ def mac_facts(run: Run) -> tuple[tuple[LinkFacts, ...], MacFacts]:
     links = []
     for name, state in sorted(states.items()):
         port = ports.get(name)
-        wired = port is not None and port not in darwin.WIFI_PORTS
-        wired = wired and not any(word in (port or "") for word in darwin.UNWIRED_PORT_WORDS)
-        if not name.startswith("en") or not wired:
+        if not name.startswith("en") or not darwin.is_wired_port(port):
             continue
         links.append(
             LinkFacts(
@@ -155,7 +154,7 @@ def mac_facts(run: Run) -> tuple[tuple[LinkFacts, ...], MacFacts]:
                 link_local=state.link_local,
                 mtu=state.mtu,
                 speed_mbps=state.speed_mbps,
-                thunderbolt=bool(port and darwin.THUNDERBOLT_PORT.match(port)),
+                thunderbolt=darwin.is_thunderbolt_port(port),
                 port=port,
             )
         )
@@ -167,7 +166,7 @@ def mac_facts(run: Run) -> tuple[tuple[LinkFacts, ...], MacFacts]:
     profile = _try(run, ["system_profiler", "SPThunderboltDataType", "-json"])
     global_state = _try(run, [FIREWALL, "--getglobalstate"])
     block_all = _try(run, [FIREWALL, "--getblockall"]) or ""
-    thunderbolt = {d for d, port in ports.items() if darwin.THUNDERBOLT_PORT.match(port)}
+    thunderbolt = {d for d, port in ports.items() if darwin.is_thunderbolt_port(port)}
     return tuple(links), MacFacts(
         bridges=bridges,
         thunderbolt=thunderbolt,

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import trio
 
+from babbler.core import darwin_output
 from babbler.core.errors import KernelError
 from babbler.core.links import AddressChange, Selector, usable_names
 from babbler.daemon.links import darwin
@@ -131,7 +132,7 @@ async def test_removing_an_address_already_gone_is_fine_other_failures_are_not(
 ) -> None:
     kernel = DarwinKernel(mac.system(), None)
     change = AddressChange("en4", 9, MESH_ADDRESS)
-    delete = tuple(darwin.address_command(change, "delete"))
+    delete = tuple(darwin_output.address_command(change, "delete"))
     mac.failures[delete] = "ioctl (SIOCDIFADDR_IN6): Can't assign requested address"
     await kernel.remove_address(change)
     mac.failures[delete] = "ioctl (SIOCDIFADDR_IN6): Operation not permitted"
@@ -151,10 +152,17 @@ async def test_only_babelds_routes_in_the_mesh_prefix_are_flushed(mac: FakeMac) 
 
 
 def test_parsers_read_the_transcribed_outputs() -> None:
-    ports = darwin.hardware_ports((DATA / "networksetup-listallhardwareports.txt").read_text())
+    ports = darwin_output.hardware_ports(
+        (DATA / "networksetup-listallhardwareports.txt").read_text()
+    )
     assert ports["en1"] == "Wi-Fi" and ports["bridge0"] == "Thunderbolt Bridge"
-    assert darwin.bridge_members((DATA / "ifconfig-bridge0.txt").read_text()) == {"en2", "en3"}
-    assert darwin.address_facts([{"addr": "fe80::1%en9", "flags": darwin.IN6_IFF_DUPLICATED}]) == (
+    assert darwin_output.bridge_members((DATA / "ifconfig-bridge0.txt").read_text()) == {
+        "en2",
+        "en3",
+    }
+    assert darwin_output.address_facts(
+        [{"addr": "fe80::1%en9", "flags": darwin_output.IN6_IFF_DUPLICATED}]
+    ) == (
         False,
         frozenset(),
         frozenset(),
@@ -163,10 +171,10 @@ def test_parsers_read_the_transcribed_outputs() -> None:
 
 def test_ipv4_addresses_deprecated_ones_and_the_ipv4_routes_are_read() -> None:
     mesh = IPv6Address("fde0:20c6:1fa7:ffff:1:2:3:1")
-    entries = [{"addr": str(mesh), "flags": darwin.IN6_IFF_DEPRECATED}]
-    assert darwin.address_facts(entries) == (False, frozenset({mesh}), frozenset({mesh}))
+    entries = [{"addr": str(mesh), "flags": darwin_output.IN6_IFF_DEPRECATED}]
+    assert darwin_output.address_facts(entries) == (False, frozenset({mesh}), frozenset({mesh}))
     inet = [{"addr": "10.77.168.99", "netmask": "255.255.255.254"}, {"addr": "bad"}]
-    assert darwin.ipv4_facts(inet) == {IPv4Interface("10.77.168.99/31")}
+    assert darwin_output.ipv4_facts(inet) == {IPv4Interface("10.77.168.99/31")}
     netstat = (
         "Routing tables\n\nInternet:\n"
         "Destination        Gateway            Flags               Netif Expire\n"
@@ -177,24 +185,24 @@ def test_ipv4_addresses_deprecated_ones_and_the_ipv4_routes_are_read() -> None:
         "192.168.1          link#4             UCS                   en0      !\n"
         "192.168.1.20       a0:b1:c2:d3:e4:f5  UHLWIi                en0   1170\n"
     )
-    routes = [r.network for r in darwin.inet_routes(netstat)]
+    routes = [r.network for r in darwin_output.inet_routes(netstat)]
     assert routes == [
         IPv4Network("10.77.0.0/16"),
         IPv4Network("127.0.0.0/8"),
         IPv4Network("192.168.1.0/24"),
         IPv4Network("192.168.1.20/32"),
     ]
-    assert darwin.babel_routes_v4(netstat) == ["10.77.31.8"]
+    assert darwin_output.babel_routes_v4(netstat) == ["10.77.31.8"]
 
 
 def test_ipv4_and_not_preferred_addresses_have_their_ifconfig_lines() -> None:
     cable = AddressChange("en5", 9, IPv4Address("10.77.168.99"), 31)
-    assert darwin.address_command(cable, "add") == [
+    assert darwin_output.address_command(cable, "add") == [
         "ifconfig", "en5", "inet", "10.77.168.99/31", "alias"
     ]  # fmt: skip
-    assert darwin.address_command(cable, "delete")[-1] == "-alias"
+    assert darwin_output.address_command(cable, "delete")[-1] == "-alias"
     link = AddressChange("en5", 9, MESH_ADDRESS, deprecated=True)
-    assert darwin.address_command(link, "add") == [
+    assert darwin_output.address_command(link, "add") == [
         "ifconfig", "en5", "inet6", f"{MESH_ADDRESS}/128", "pltime", "0", "add"
     ]  # fmt: skip
 
@@ -214,7 +222,7 @@ async def test_a_route_message_wakes_the_watcher_and_silence_still_rereads() -> 
 
 
 def test_media_lines_give_link_speeds() -> None:
-    states = darwin.ifconfig_states((DATA / "ifconfig.txt").read_text())
+    states = darwin_output.ifconfig_states((DATA / "ifconfig.txt").read_text())
     speeds = {name: state.speed_mbps for name, state in states.items() if state.speed_mbps}
     assert speeds == {"en0": 10000, "en5": 1000, "en6": 100, "en7": 2500}
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from babbler.client.model import Status
+from babbler.core import darwin_output as darwin
 from babbler.ctl import doctor as gathering
-from babbler.daemon.links import darwin
 from babbler.ui.doctor import (
     FAIL,
     OK,
