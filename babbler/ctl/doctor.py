@@ -21,13 +21,12 @@ from babbler.core.errors import BabblerError
 from babbler.core.fence import ours
 from babbler.core.links import Link
 from babbler.core.platform import DEFAULT_STATE_DIR, IS_DARWIN
-from babbler.daemon.links import sysfs
-from babbler.daemon.sysctls import ProcSys, read_record
+from babbler.host import sysfs
+from babbler.host.record import LINUX_BOOT, PROC_SYS, read_record
 from babbler.ui.doctor import Facts, LinkFacts, LinuxFacts, MacFacts
 
 Run = Callable[[Sequence[str]], str]  # a command's output; raises OSError if it cannot run
 SYS_NET = Path("/sys/class/net")
-PROC_SYS = ProcSys()
 FIREWALL = "/usr/libexec/ApplicationFirewall/socketfilterfw"
 
 
@@ -65,7 +64,7 @@ def leftovers(state_dir: Path) -> list[str] | None:
     """Settings a babblerd recorded and did not put back; None when the state dir cannot be
     read (it is root's, 0700)."""
     try:
-        record = read_record(state_dir, PROC_SYS.read(PROC_SYS.boot_name) or "")
+        record = read_record(state_dir, _read(PROC_SYS / LINUX_BOOT) or "")
     except OSError:
         return None
     return sorted(name.replace("/", ".") for name in record)
@@ -110,12 +109,12 @@ def babbler_rules() -> int | None:
 
 def linux_facts(links: dict[str, Link], mesh: set[str]) -> LinuxFacts:
     names = ("net.ipv6.conf.all.forwarding", "net.ipv4.ip_forward")
-    sysctls = {n: PROC_SYS.read(n.replace(".", "/")) for n in names}
+    sysctls = {n: _read(PROC_SYS / n.replace(".", "/")) for n in names}
     others = [n for n, link in links.items() if n not in mesh and not link.is_loopback]
     accept_ra = {
         n: value
         for n in [*sorted(others), "default"]
-        if (value := PROC_SYS.read(f"net/ipv6/conf/{n}/accept_ra")) is not None
+        if (value := _read(PROC_SYS / f"net/ipv6/conf/{n}/accept_ra")) is not None
     }
     bus = Path("/sys/bus/thunderbolt/devices")
     controller = bus.is_dir() and any(bus.iterdir())

@@ -27,9 +27,9 @@ from babbler.core.platform import IS_LINUX
 from babbler.daemon import routerids
 from babbler.daemon.babeld.launch import BabeldFiles, Launch, found, launch_for, write_private
 from babbler.daemon.ipv4 import Ipv4
-from babbler.daemon.links.sysfs import read_links
 from babbler.daemon.nodeid import NodeId
 from babbler.daemon.spawn import spawn
+from babbler.host.sysfs import read_links
 
 # How long an early babeld that is not adopted gets to exit on SIGTERM.
 STOP_GRACE = 2.0

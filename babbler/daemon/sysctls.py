@@ -17,9 +17,8 @@ from pathlib import Path
 from typing import Protocol
 
 from babbler.daemon.nodeid import write_state_file
+from babbler.host.record import FILE, LINUX_BOOT, PROC_SYS, read_record
 
-FILE = "sysctls"
-PROC_SYS = Path("/proc/sys")
 # How long an external command babblerd runs (sysctl(8) here; ifconfig, netstat, route and
 # networksetup in links/darwin.py) may take: they answer in milliseconds (networksetup in
 # ~0.1 s), so one that takes 3 s hangs. It is ended, and its caller sees it failed.
@@ -48,7 +47,7 @@ class Settings(Protocol):
 class ProcSys:
     """Linux: files under /proc/sys (the network namespace's own net/ settings)."""
 
-    boot_name = "kernel/random/boot_id"
+    boot_name = LINUX_BOOT
 
     def __init__(self, root: Path = PROC_SYS) -> None:
         self.root = root
@@ -178,21 +177,3 @@ class Sysctls:
         except OSError:
             return []
         return self.restore()
-
-
-def read_record(state_dir: Path, boot: str) -> dict[str, tuple[str, str]]:
-    """What the record in `state_dir` says a babblerd of `boot` changed and did not put
-    back: {name: (before, ours)}; empty for no record, another boot or nonsense. Raises
-    OSError when the record cannot be read (the state dir is root's, 0700)."""
-    try:
-        kept = json.loads((state_dir / FILE).read_text())
-    except (FileNotFoundError, ValueError):  # no record, or not one of ours
-        return {}
-    if not isinstance(kept, dict) or kept.get("boot") != boot:
-        return {}  # another boot: every setting is the system's own again
-    entries = kept.get("set")
-    return {
-        str(name): (str(pair[0]), str(pair[1]))
-        for name, pair in (entries.items() if isinstance(entries, dict) else ())
-        if isinstance(pair, list) and len(pair) == 2
-    }

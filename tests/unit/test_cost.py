@@ -8,7 +8,7 @@ import pytest
 
 from babbler.core.cost import UNKNOWN_COST, link_cost, speed_cost
 from babbler.core.links import Link
-from babbler.daemon.links.sysfs import read_speed
+from babbler.host.sysfs import read_speed
 
 
 def test_fast_paths_of_up_to_three_hops_beat_one_slow_hop() -> None:

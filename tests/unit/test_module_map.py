@@ -269,3 +269,20 @@ def test_no_module_reaches_itself_through_its_imports() -> None:
     for module in sorted(graph):
         visit(module, [])
     assert not cycles, "import cycles:\n" + "\n".join(cycles)
+
+
+def test_babblerctl_reaches_no_daemon_module() -> None:
+    """babblerctl runs without the daemon: no module it imports, however far down, is one of
+    babblerd's (what both need is in `core/` or `host/`)."""
+    reached: dict[str, str] = {}  # module -> the one that imports it
+    todo = [m for m in MODULES if m == "ctl" or m.startswith("ctl.")]
+    while todo:
+        module = todo.pop()
+        for target, _ in imports(module):
+            if target in MODULES and target not in reached:
+                reached[target] = module
+                todo.append(target)
+    daemon = sorted(t for t in reached if t == "daemon" or t.startswith("daemon."))
+    assert not daemon, ", ".join(f"{reached[t]} imports {t}" for t in daemon) + (
+        ": move what both need into core/ (pure) or host/"
+    )

@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pyroute2.netlink.rtnl.ifaddrmsg import ifaddrmsg
 
-from babbler.daemon.links import sysfs
-from babbler.daemon.links.sysfs import usable_link_locals
+from babbler.host import sysfs
+from babbler.host.sysfs import usable_link_locals
 
 IF_INET6 = """\
 00000000000000000000000000000001 01 80 10 80       lo

@@ -59,8 +59,8 @@ from babbler.core.ipv4 import HostRoute
 from babbler.core.links import AddressChange, Link
 from babbler.core.platform import NODE_ADDRESS_LABEL, cable_address_label
 from babbler.daemon.links.events import EventSocket
-from babbler.daemon.links.sysfs import IFF_UP, device_facts, settled
 from babbler.daemon.sysctls import ProcSys, Settings
+from babbler.host.sysfs import IFF_UP, device_facts, settled
 
 IFA_F_NODAD = 0x02
 IFA_F_DEPRECATED = 0x20

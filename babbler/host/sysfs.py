@@ -1,11 +1,11 @@
 """Links read from sysfs on Linux, without pyroute2. Lean (standard library only).
 
-The netlink backend (linux.py) takes the facts netlink does not give from here (device,
-wireless, driver, speed). The early start (early.py) reads whole links from here, so that
-babeld can be spawned before pyroute2 and trio are imported; the daemon then checks that
-choice against its netlink snapshot. Which links have a usable link-local address comes from
-one raw netlink dump (/proc/net is hidden under systemd's `ProcSubset=pid`), else from
-/proc/net/if_inet6.
+The netlink backend (daemon/links/linux.py) takes the facts netlink does not give from here
+(device, wireless, driver, speed). The early start (daemon/early.py) and `babblerctl doctor`
+read whole links from here: the early start so that babeld can be spawned before pyroute2
+and trio are imported (the daemon then checks that choice against its netlink snapshot).
+Which links have a usable link-local address comes from one raw netlink dump (/proc/net is
+hidden under systemd's `ProcSubset=pid`), else from /proc/net/if_inet6.
 """
 
 from __future__ import annotations

@@ -1,0 +1,3 @@
+"""What this host holds, read the same way by babblerd and `babblerctl doctor`: the links
+from sysfs, the record of the kernel settings a babblerd changed. Lean (standard library and
+core only) and no daemon module: babblerctl imports it without the daemon."""
