@@ -7,6 +7,7 @@ import json
 import os
 import signal
 from dataclasses import replace
+from functools import partial
 from ipaddress import IPv4Network, ip_address
 from pathlib import Path
 from typing import Any
@@ -117,6 +118,24 @@ async def test_babeld_that_exits_at_once_is_retried_with_backoff_and_reported() 
         times = [t for _, t in fake.starts()]
         gaps = [b - a for a, b in itertools.pairwise(times)]
         assert gaps[2] > gaps[0]  # 0.1, 0.2, 0.4 s... plus start-up time
+
+
+# Reconciles let pass before a test looks at what must not have changed: a reconcile
+# starting means the one before it ended (they run one at a time), and a pass reads the
+# links at most twice, so three starts hold at least one whole pass after the change.
+RECONCILES = 3
+
+
+async def reconciles(kernel: FakeKernel, count: int = RECONCILES) -> None:
+    """Until `count` reconciles have begun since the call, one after another: each is woken
+    by a kernel event (as a link change would) and begins with a read of the links."""
+
+    def read_since(before: int) -> bool:
+        kernel.changed.notify()  # lost while a pass runs: notified again each poll
+        return kernel.reads["read_links"] > before
+
+    for _ in range(count):
+        await eventually(partial(read_since, kernel.reads["read_links"]), what="a reconcile")
 
 
 def mesh_numbers(**numbers: Any) -> Tunables:
@@ -358,7 +377,7 @@ async def test_on_demand_starts_with_a_subscriber_and_stops_after_linger() -> No
         client = await connect(daemon.config.socket_path)
         for request in ("status", "dump"):
             await client.request(request)
-        await trio.sleep(0.3)
+        await reconciles(kernel)
         assert fake.starts() == [] and daemon.status()["mesh"] == "idle"
         assert kernel.addresses("v1x2") == set()
         watcher = await connect(daemon.config.socket_path)
@@ -559,9 +578,8 @@ async def test_unwatched_babeld_is_dumped_not_monitored_and_a_gone_route_goes() 
 
         assert len(await routes()) == 1
         os.kill(fake.starts()[0][0], signal.SIGUSR1)  # the route is gone from babeld's table
-        with trio.fail_after(5):
-            while await routes():
-                await trio.sleep(0.05)
+        await eventually(lambda: not daemon.status()["routes"], what="the route gone")
+        assert await routes() == [], "status over the socket still has the route"
 
         monitor = await connect(daemon.config.socket_path)
         snapshot = await monitor.request("monitor")
@@ -592,7 +610,7 @@ async def test_thunderbolt_links_come_up_once_by_themselves_and_go_down_at_stop(
         assert shown == {"thunderbolt0": True, "vb1": True, "v1x2": False}
         assert not kernel.links["thunderbolt9"].up
         kernel.set_link(replace(kernel.links["vb1"], up=False))  # an admin: ip link set down
-        await trio.sleep(0.5)  # reconciles come and go: it stays down
+        await reconciles(kernel)  # they come and go: it stays down
         assert not kernel.links["vb1"].up
         await eventually(lambda: not daemon.status()["interfaces"][-1]["brought_up"])
     assert not kernel.links["thunderbolt0"].up  # put down again
@@ -639,9 +657,8 @@ async def test_a_thunderbolt_cable_takes_the_far_ends_size_and_a_refusal_is_said
             await eventually(lambda: daemon.mesh.state == "running")
             with structlog.testing.capture_logs() as logs:
                 daemon.nodes.book.nodes[FAR] = far_end(9000)
-                for _ in range(3):
-                    daemon.cables_changed.notify()
-                    await trio.sleep(0.2)
+                daemon.cables_changed.notify()  # as a far end's answer does
+                await reconciles(kernel)  # each sizes the cable again
             refused = [e for e in logs if e["event"] == "cannot set MTU"]
             if isinstance(kernel, StubbornKernel):
                 assert kernel.links["thunderbolt0"].mtu == 1500 and len(refused) == 1
