@@ -21,12 +21,10 @@ import trio
 from babbler.core.backoff import Backoff
 from babbler.core.errors import EnvironmentProblem, exit_text
 from babbler.core.platform import IS_LINUX
-from babbler.daemon.spawn import process_name
+from babbler.daemon.spawn import STOP_GRACE, process_name, stop_async
 
 log = structlog.get_logger("babbler.children")
 
-# How long a child gets to exit after SIGTERM; babeld takes 30-60 ms when healthy.
-STOP_GRACE = 2.0
 # Lines of a child's output kept for error messages.
 OUTPUT_TAIL = 20
 # How often a child is checked for exit where there is no pidfd (macOS).
@@ -105,12 +103,15 @@ class Child:
         the child has already exited."""
         grace = STOP_GRACE if grace is None else grace
         if self.returncode is None and self._popen.poll() is None:
-            self._popen.send_signal(signal.SIGTERM)
-            with trio.move_on_after(grace):
-                return await self.wait()
-            log.warning("child ignored SIGTERM, killing it", component=self.component, pid=self.pid)
-            self._popen.kill()
+            await stop_async(self._popen.send_signal, self._gone, grace)
         return await self.wait()
+
+    async def _gone(self, grace: float) -> bool:
+        with trio.move_on_after(grace):
+            await self.wait()
+            return True
+        log.warning("child ignored SIGTERM, killing it", component=self.component, pid=self.pid)
+        return False
 
 
 async def keep_running(

@@ -28,11 +28,8 @@ from babbler.daemon import routerids
 from babbler.daemon.babeld.launch import BabeldFiles, Launch, found, launch_for, write_private
 from babbler.daemon.ipv4 import Ipv4
 from babbler.daemon.nodeid import NodeId
-from babbler.daemon.spawn import spawn
+from babbler.daemon.spawn import STOP_GRACE, popen_gone, spawn, stop
 from babbler.host.sysfs import read_links
-
-# How long an early babeld that is not adopted gets to exit on SIGTERM.
-STOP_GRACE = 2.0
 
 
 @dataclass
@@ -50,12 +47,8 @@ class Early:
             return
         self.adopted = True  # nobody's: stopped here, once
         if self.popen.poll() is None:
-            self.popen.terminate()
-            try:
-                self.popen.wait(STOP_GRACE)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait()
+            stop(self.popen.send_signal, popen_gone(self.popen), STOP_GRACE)
+            self.popen.wait()
         if self.popen.stdout is not None:
             self.popen.stdout.close()
 

@@ -1,5 +1,6 @@
 """Forking babblerd's children (babeld, the bench responder) so that they never outlive it,
-and telling whether a process still lives.
+telling whether a process still lives, and stopping one (SIGTERM, a grace, SIGKILL: the one
+shape the early start, the children, a stale babeld and the lab's daemons are stopped by).
 
 Lean on purpose (standard library only): the early start forks babeld from here before trio
 is imported (daemon/early.py). Linux ties PR_SET_PDEATHSIG to the thread that forked, and
@@ -16,7 +17,7 @@ import signal
 import stat
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 from babbler.core.errors import EnvironmentProblem
@@ -29,6 +30,9 @@ PR_CAPBSET_DROP = 24
 PR_SET_NO_NEW_PRIVS = 38
 CAP_LAST = 63  # more than the kernel has: dropping an unknown one fails harmlessly
 NOBODY = 65534  # the user an unprivileged child of a root babblerd runs as
+# How long a process babbler ends gets to exit after SIGTERM before SIGKILL; babeld takes
+# 30-60 ms when healthy.
+STOP_GRACE = 2.0
 
 
 def _die_with_parent_hook(unprivileged: bool = False) -> Callable[[], None] | None:
@@ -122,3 +126,41 @@ def _ps_name(pid: int) -> str | None:
     if result.returncode != 0 or not command or state.startswith("Z"):
         return None
     return Path(command.strip()).name
+
+
+# -- stopping: SIGTERM, a grace, then SIGKILL -------------------------------------------------
+# One shape for every process babbler ends: `send` signals it (through a Popen, a pid or a
+# pidfd), `gone(grace)` waits up to `grace` seconds and says whether it has exited.
+
+
+def stop(send: Callable[[int], None], gone: Callable[[float], bool], grace: float) -> bool:
+    """SIGTERM, then SIGKILL if it has not gone within `grace`; True if SIGTERM was enough."""
+    send(signal.SIGTERM)
+    if gone(grace):
+        return True
+    send(signal.SIGKILL)
+    return False
+
+
+async def stop_async(
+    send: Callable[[int], None], gone: Callable[[float], Awaitable[bool]], grace: float
+) -> bool:
+    """`stop` for a caller on the trio loop: `gone` waits without blocking it."""
+    send(signal.SIGTERM)
+    if await gone(grace):
+        return True
+    send(signal.SIGKILL)
+    return False
+
+
+def popen_gone(popen: subprocess.Popen[bytes]) -> Callable[[float], bool]:
+    """`gone` for a child of this process: waits on it (and reaps it when it exits)."""
+
+    def gone(grace: float) -> bool:
+        try:
+            popen.wait(grace)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
+    return gone

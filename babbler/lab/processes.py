@@ -7,6 +7,7 @@ checking that the pid is still the process it started, in the node's namespace.
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import subprocess
@@ -14,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from babbler.client import Disconnected, NotRunning, ask
-from babbler.daemon.spawn import process_name
+from babbler.daemon.spawn import process_name, stop
 from babbler.lab import wait
 from babbler.lab.files import open_log
 from babbler.lab.topology import LabError
@@ -57,9 +58,12 @@ def end(pid: int, marker: str, netns: str | None = None, timeout: float = STOP_T
     try:
         if not alive(pid, marker, netns):
             return
-        signal.pidfd_send_signal(handle, signal.SIGTERM)
-        if not wait.until(lambda: not alive(pid, marker, netns), timeout, every=0.02):
-            signal.pidfd_send_signal(handle, signal.SIGKILL)
+        send = functools.partial(signal.pidfd_send_signal, handle)
+        stop(
+            send,
+            lambda grace: wait.until(lambda: not alive(pid, marker, netns), grace, every=0.02),
+            timeout,
+        )
     except ProcessLookupError:
         pass  # it exited between the check and the signal
     finally:

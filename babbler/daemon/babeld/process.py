@@ -9,15 +9,15 @@ pid file, at the next start (launchd restarts at once).
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
-import signal
 from pathlib import Path
 
 import structlog
 import trio
 
-from babbler.daemon.children import STOP_GRACE, exited, pidfd_of
-from babbler.daemon.spawn import process_name
+from babbler.daemon.children import exited, pidfd_of
+from babbler.daemon.spawn import STOP_GRACE, process_name, stop_async
 
 log = structlog.get_logger("babbler.babeld")
 
@@ -57,11 +57,13 @@ async def clear_stale(pid_file: Path, control_socket: Path) -> int | None:
             pass
         else:
             try:
-                os.kill(pid, signal.SIGTERM)
-                with trio.move_on_after(STOP_GRACE):
-                    await exited(pid, pidfd)
-                if process_name(pid) == "babeld":
-                    os.kill(pid, signal.SIGKILL)
+
+                async def gone(grace: float) -> bool:
+                    with trio.move_on_after(grace):
+                        await exited(pid, pidfd)
+                    return process_name(pid) != "babeld"
+
+                await stop_async(functools.partial(os.kill, pid), gone, STOP_GRACE)
             finally:
                 if pidfd is not None:
                     os.close(pidfd)

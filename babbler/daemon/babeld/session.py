@@ -33,8 +33,8 @@ from babbler.daemon.babeld.control import (
 from babbler.daemon.babeld.launch import Launch, write_private
 from babbler.daemon.babeld.process import clear_stale
 from babbler.daemon.babeld.reader import GATHER
-from babbler.daemon.children import STOP_GRACE, Child
-from babbler.daemon.spawn import spawn
+from babbler.daemon.children import Child
+from babbler.daemon.spawn import STOP_GRACE, spawn
 
 log = structlog.get_logger("babbler.babeld")
 
