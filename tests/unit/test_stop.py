@@ -7,6 +7,8 @@ import signal
 import subprocess
 import sys
 
+import pytest
+
 from babbler.daemon.spawn import popen_gone, stop
 
 # A child that says when its SIGTERM handling is set, then sleeps.
@@ -24,21 +26,18 @@ def started(on_sigterm: str) -> subprocess.Popen[bytes]:
     return popen
 
 
-def test_a_process_that_ignores_sigterm_is_killed_once_the_grace_passed() -> None:
-    popen = started("ignore")
+@pytest.mark.parametrize(
+    ("on_sigterm", "grace", "enough", "status"),
+    [("ignore", 0.2, False, -signal.SIGKILL), ("default", 5.0, True, -signal.SIGTERM)],
+    ids=["ignoring-sigterm-is-killed-once-the-grace-passed", "ending-on-sigterm-gets-no-sigkill"],
+)
+def test_a_process_is_stopped_with_a_grace(
+    on_sigterm: str, grace: float, enough: bool, status: int
+) -> None:
+    popen = started(on_sigterm)
     try:
-        assert stop(popen.send_signal, popen_gone(popen), grace=0.2) is False
-        assert popen.wait(5) == -signal.SIGKILL
-    finally:
-        popen.kill()
-        popen.communicate()
-
-
-def test_a_process_that_ends_on_sigterm_gets_no_sigkill() -> None:
-    popen = started("default")
-    try:
-        assert stop(popen.send_signal, popen_gone(popen), grace=5) is True
-        assert popen.wait(5) == -signal.SIGTERM
+        assert stop(popen.send_signal, popen_gone(popen), grace) is enough
+        assert popen.wait(5) == status
     finally:
         popen.kill()
         popen.communicate()
