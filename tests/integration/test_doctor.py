@@ -27,6 +27,8 @@ def test_doctor_on_a_running_mesh_and_when_things_go_away(make_lab: LabFactory) 
     n1, n2 = lab.nodes
     lab.wait_reachable(60)
     until(lambda: doctor(lab, n1)[1]["link v1x2"]["status"] == "ok", what="n1's link ok")
+    # The cable's MTU line comes once n1 has n2's node info, a moment after the link.
+    until(lambda: "mtu" in doctor(lab, n1)[1], what="the doctor's mtu line")
     code, found = doctor(lab, n1)
     assert code == 0, found
     assert {c["status"] for c in found.values()} == {"ok"}, found

@@ -53,6 +53,8 @@ def test_a_second_daemon_exits_with_one_line_and_touches_nothing(
     lab = make_lab(2, "line")
     lab.wait_reachable(WAIT)
     n1 = lab.nodes[0]
+    # Settled: the cable address comes once babeld has the neighbour, after the pings can.
+    until(lambda: lab.status(n1)["addresses_v4"], what="n1's cable address")
     before = lab.status(n1)
     addresses = mesh_addresses(lab, 1)
     watcher = Follower(n1.socket)
