@@ -14,7 +14,7 @@ from pathlib import Path
 
 from babbler.client.answer import ends, streamed
 from babbler.client.errors import AccessDenied, Disconnected, NotRunning, ProtocolError
-from babbler.core.platform import IS_DARWIN
+from babbler.core.platform import DEFAULT
 
 # sockaddr_un's path field: 108 bytes with the terminating NUL.
 MAX_SOCKET_PATH = 107
@@ -44,12 +44,7 @@ def path_problem(path: Path | str) -> str | None:
 
 
 # How to start it, said where its absence is (docs/operations.md installs the services).
-START = (
-    "start it: sudo launchctl bootstrap system /Library/LaunchDaemons/org.babbler.babblerd.plist,"
-    " or sudo babblerd"
-    if IS_DARWIN
-    else "start it: sudo systemctl start babblerd, or sudo babblerd"
-)
+START = DEFAULT.start_hint
 
 
 def connect_error(error: OSError, path: Path, timeout: float | None) -> Exception:

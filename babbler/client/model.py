@@ -151,6 +151,8 @@ class Status:
     # What the kernel failed in babblerd's last reconcile (null: nothing; None too from a
     # babblerd older than it).
     kernel_problem: str | None
+    # The platform babblerd acts as: "linux" or "macos" (None from a babblerd older than it).
+    platform: str | None
     raw: Json = _RAW
 
 
@@ -260,6 +262,7 @@ def _status(obj: Json) -> Status:
             ipv4_problem=obj.get("ipv4_problem"),
             addresses_v4=_cables(obj.get("addresses_v4")),
             kernel_problem=obj.get("kernel_problem"),
+            platform=obj.get("platform"),
         ),
         raw=obj,
     )

@@ -20,7 +20,14 @@ from babbler.core.errors import ConfigError
 from babbler.core.ipv4 import DEFAULT_PREFIX as DEFAULT_IPV4_PREFIX
 from babbler.core.ipv4 import parse_prefix
 from babbler.core.mtu import MAX_MTU, MIN_MTU
-from babbler.core.platform import DEFAULT_RUN_DIR, DEFAULT_STATE_DIR, SOCKET_NAME
+from babbler.core.platform import (
+    DEFAULT,
+    DEFAULT_RUN_DIR,
+    DEFAULT_STATE_DIR,
+    PLATFORMS,
+    SOCKET_NAME,
+    Platform,
+)
 
 TYPE_CHECKING = False  # typing costs 3 ms of babblerd's start (cli.py)
 if TYPE_CHECKING:
@@ -86,6 +93,7 @@ class Config:
     bench_port: int = DEFAULT_BENCH_PORT
     ipv4_prefix: IPv4Network | None = DEFAULT_IPV4_PREFIX  # None: no IPv4 on the mesh
     down_hold: float | None = None  # None: DOWN_HOLD_HELLOS hello intervals (down_hold())
+    platform: Platform = DEFAULT  # what babblerd acts as (core/platform.py); the lab sets macOS
 
     @property
     def socket_path(self) -> Path:
@@ -278,6 +286,10 @@ def _one_of(choices: tuple[str, ...], lower: bool = False) -> Callable[[str, Any
     return lambda key, value: _choice(key, str(value).lower() if lower else value, choices)
 
 
+def _platform(key: str, value: Any) -> Platform:
+    return PLATFORMS[_choice(key, str(value).lower(), tuple(PLATFORMS))]
+
+
 def _between(low: float, high: float) -> Callable[[str, Any], float]:
     return lambda key, value: _seconds(key, value, low, high)
 
@@ -426,6 +438,14 @@ SETTINGS: tuple[Setting, ...] = (
         _port,
         f"TCP port of the bench responder [default: {DEFAULT_BENCH_PORT}]",
         metavar="PORT",
+    ),
+    Setting(
+        "platform",
+        _platform,
+        "the platform babblerd acts as (its kernel backend, babeld's options, the fence); "
+        "another than the running system's is for babbler-lab's macOS nodes "
+        f"[default: {DEFAULT.key}, this system's]",
+        choices=tuple(PLATFORMS),
     ),
     Setting(
         "log-format",

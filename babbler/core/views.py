@@ -46,6 +46,7 @@ class Facts:
     brought_up: frozenset[str] = frozenset()  # links babblerd brought up (and holds up)
     mtu: int | None = None  # --mtu (None: auto): what `max_mtu` offers (core/mtu.py)
     kernel_problem: str | None = None  # the kernel failed the last pass (core/kernelhealth.py)
+    platform: str = "linux"  # what babblerd acts as (core/platform.py Platform.key)
 
 
 def addresses(facts: Facts) -> list[dict[str, str]]:
@@ -149,6 +150,7 @@ def status(facts: Facts) -> dict[str, Any]:
         "ipv4_problem": facts.ipv4.get("ipv4_problem"),
         "addresses_v4": facts.ipv4.get("addresses_v4", []),
         "kernel_problem": facts.kernel_problem,
+        "platform": facts.platform,
     }
     value["nodes"] = with_hops(value)
     return value

@@ -20,7 +20,7 @@ from babbler.core import darwin_output as darwin
 from babbler.core.errors import BabblerError
 from babbler.core.fence import ours
 from babbler.core.links import Link
-from babbler.core.platform import DEFAULT_STATE_DIR, IS_DARWIN
+from babbler.core.platform import DEFAULT_STATE_DIR, LINUX, MACOS, PLATFORMS, RUNNING, Platform
 from babbler.host import sysfs
 from babbler.host.record import LINUX_BOOT, PROC_SYS, read_record
 from babbler.ui.doctor import Facts, LinkFacts, LinuxFacts, MacFacts
@@ -174,11 +174,21 @@ def mac_facts(run: Run) -> tuple[tuple[LinkFacts, ...], MacFacts]:
     )
 
 
-def gather(socket: Path, run: Run = run_command, state_dir: Path = DEFAULT_STATE_DIR) -> Facts:
+def gather(
+    socket: Path,
+    run: Run = run_command,
+    state_dir: Path = DEFAULT_STATE_DIR,
+    platform: Platform | None = None,
+) -> Facts:
+    """The facts on this host, checked as `platform` (None: the one babblerd acts as, else
+    the running system's)."""
     status, error = status_of(socket)
+    if platform is None:
+        told = PLATFORMS.get(status.platform or "") if status is not None else None
+        platform = told or RUNNING or LINUX
     left = leftovers(state_dir) if status is None else []
     base = Facts(
-        platform="macOS" if IS_DARWIN else "Linux",
+        platform=platform.name,
         root=os.geteuid() == 0,
         socket=str(socket),
         status=status,
@@ -187,7 +197,7 @@ def gather(socket: Path, run: Run = run_command, state_dir: Path = DEFAULT_STATE
         leftovers=left,
         not_read=() if left is not None else ("settings left by a crashed babblerd",),
     )
-    if IS_DARWIN:
+    if platform is MACOS:
         links, mac = mac_facts(run)
         return replace(base, links=links, mac=mac)
     found = sysfs.read_links()

@@ -26,8 +26,8 @@ from babbler.core.graph import Graph, to_dot
 from babbler.core.platform import (
     DEFAULT_RUN_DIR,
     DEFAULT_STATE_DIR,
-    IS_LINUX,
-    NODE_ADDRESS_LABEL,
+    PLATFORMS,
+    RUNNING,
     SOCKET_NAME,
 )
 from babbler.core.printable import escape
@@ -297,7 +297,8 @@ def hostfile_command(
         elif form == "jaccl":
             made = hostfile.jaccl(graph, ids, ssh_names)
         elif form == "torch":
-            gloo = NODE_ADDRESS_LABEL if IS_LINUX else None
+            acts_as = PLATFORMS.get(value.platform or "") or RUNNING  # older: this system
+            gloo = acts_as.node_address_label if acts_as is not None else None
             made = hostfile.torch(graph, ids, port, this, gloo)
         else:
             made = hostfile.hosts_lines(graph, _host_names())
@@ -556,8 +557,23 @@ def bench(
     show_default=True,
     help="babblerd's state directory (what a crashed babblerd left is recorded there)",
 )
+@click.option(
+    "--platform",
+    "platform_key",
+    type=click.Choice(sorted(PLATFORMS)),
+    envvar="BABBLER_PLATFORM",
+    default=None,
+    help="check as this platform [default: the one babblerd acts as, else this system's;"
+    " babbler-lab's macOS nodes set BABBLER_PLATFORM=macos]",
+)
 @click.pass_context
-def doctor(ctx: click.Context, socket_path: Path | None, as_json: bool, state_dir: Path) -> None:
+def doctor(
+    ctx: click.Context,
+    socket_path: Path | None,
+    as_json: bool,
+    state_dir: Path,
+    platform_key: str | None,
+) -> None:
     """Check this host for what keeps a mesh from working: babblerd and babeld, each
     physical link (up, cable, link-local, used, neighbours), forwarding and router
     advertisements, the rules that fence the mesh off, IPv4, and on Linux thunderbolt-net,
@@ -568,7 +584,8 @@ def doctor(ctx: click.Context, socket_path: Path | None, as_json: bool, state_di
     from babbler.ui.doctor import checks, failed, render_checks
 
     def go() -> None:
-        found = checks(gather(_socket(ctx, socket_path), state_dir=state_dir))
+        asked = PLATFORMS[platform_key] if platform_key else None
+        found = checks(gather(_socket(ctx, socket_path), state_dir=state_dir, platform=asked))
         if as_json:
             click.echo(json.dumps([dataclasses.asdict(c) for c in found], indent=2))
         else:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from babbler.core.platform import IS_LINUX
+from babbler.host.system import LINUX_HOST
 
 CAP_NET_ADMIN = 12
 CAP_NET_RAW = 13
@@ -34,7 +34,7 @@ def privilege_problem() -> str | None:
     """Why this process cannot run the daemon, or None when it can."""
     if os.geteuid() == 0:
         return None
-    if not IS_LINUX:  # capabilities are Linux's; elsewhere it is root or nothing
+    if not LINUX_HOST:  # capabilities are Linux's; elsewhere it is root or nothing
         return "must run as root: it adds addresses and runs babeld"
     try:
         mask = effective_caps(Path("/proc/self/status").read_text())

@@ -20,8 +20,8 @@ import trio
 
 from babbler.core.backoff import Backoff
 from babbler.core.errors import EnvironmentProblem, exit_text
-from babbler.core.platform import IS_LINUX
 from babbler.daemon.spawn import STOP_GRACE, process_name, stop_async
+from babbler.host.system import LINUX_HOST
 
 log = structlog.get_logger("babbler.children")
 
@@ -33,7 +33,7 @@ POLL_INTERVAL = 0.05
 
 def pidfd_of(pid: int) -> int | None:
     """A pidfd for `pid` (Linux), None elsewhere. Raises ProcessLookupError when it is gone."""
-    return os.pidfd_open(pid) if IS_LINUX else None
+    return os.pidfd_open(pid) if LINUX_HOST else None
 
 
 async def exited(pid: int, pidfd: int | None) -> None:

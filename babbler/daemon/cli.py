@@ -14,9 +14,9 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from babbler.core import platform
 from babbler.core.config import DEFAULT_CONFIG, Config, merge
 from babbler.core.errors import ConfigError, EnvironmentProblem
+from babbler.core.platform import LINUX, RUNNING, SYSTEM_NAME, Platform
 from babbler.daemon import argv, instance, paths
 from babbler.daemon.caps import privilege_problem
 from babbler.daemon.early import Early
@@ -89,6 +89,16 @@ def run() -> None:
     start(*parsed)
 
 
+def platform_problem(chosen: Platform) -> str | None:
+    """Why babblerd cannot act as `chosen` here, or None. macOS acts on commands (ifconfig,
+    route, sysctl), which babbler-lab provides on Linux; Linux needs Linux's netlink."""
+    if RUNNING is None:
+        return f"{SYSTEM_NAME} is not supported (Linux and macOS are)"
+    if chosen is LINUX and RUNNING is not LINUX:
+        return f"--platform linux needs Linux (this is {RUNNING.name})"
+    return None
+
+
 def start(config: Path | None, flags: dict[str, Any]) -> None:
     """Validate, set up and run the daemon; `flags` maps setting keys to raw flag values."""
     try:
@@ -97,8 +107,9 @@ def start(config: Path | None, flags: dict[str, Any]) -> None:
     except ConfigError as error:
         _fail(str(error), 2)
         return
-    if not platform.supported():
-        _fail(f"{platform.NAME} is not supported (Linux and macOS are)", 1)
+    problem = platform_problem(settings.platform)
+    if problem:
+        _fail(problem, 1)
     problem = privilege_problem()
     if problem:
         _fail(problem, 1)

@@ -23,7 +23,6 @@ from babbler.core.config import Config
 from babbler.core.errors import EnvironmentProblem
 from babbler.core.links import Selector, usable_names
 from babbler.core.meshkey import MeshKey
-from babbler.core.platform import IS_LINUX
 from babbler.daemon import routerids
 from babbler.daemon.babeld.launch import BabeldFiles, Launch, found, launch_for, write_private
 from babbler.daemon.ipv4 import Ipv4
@@ -55,8 +54,8 @@ class Early:
 
 def why_not(config: Config) -> str | None:
     """Why babeld is not started early here, or None."""
-    if not IS_LINUX:
-        return "not Linux"
+    if not config.platform.early_start:
+        return f"not on {config.platform.name}"
     if config.mode != "always":
         return f"mode {config.mode}"
     files = BabeldFiles.under(config.private_dir, config.state_dir)
@@ -83,7 +82,7 @@ def start(config: Config, node: NodeId, key: MeshKey | None) -> tuple[Early | No
         router_id = routerids.take(config.state_dir)
         launch = launch_for(config, key, ipv4, node.value, router_id, first, links[first])
         write_private(launch.files.config, launch.config_text())
-        popen = spawn(launch.args())
+        popen = spawn(launch.args(), tied=launch.tied)
     except (OSError, EnvironmentProblem) as error:
         return None, f"cannot: {error}"
     return Early(launch, popen, time.monotonic()), f"on {first}"

@@ -24,7 +24,6 @@ from babbler.core.addressing import MESH_PREFIX, format_node_id, node_range
 from babbler.core.config import Config
 from babbler.core.errors import KernelError
 from babbler.core.links import Link, Selector, selected_links, to_bring_up, usable_names
-from babbler.core.platform import IS_LINUX
 from babbler.core.table import MeshTable
 from babbler.daemon.fence_rules import FenceRules
 from babbler.daemon.hostsetup import FORWARDING, HostSetup
@@ -55,7 +54,8 @@ class HostCare:
         self._kernel = kernel
         self._mesh = mesh
         self.sysctls = Sysctls(state_dir, kernel.settings)
-        self._setup = HostSetup(self.sysctls)  # forwarding and RAs, babeld leaves them
+        self._platform = mesh.config().platform  # fixed from the start: not reloadable
+        self._setup = HostSetup(self.sysctls, self._platform)  # forwarding and RAs
         self._fence = FenceRules(kernel)  # the mesh's routes for the host and the mesh only
         self._tried: set[tuple[str, int]] = set()  # links brought up once (name, index)
         self._brought: dict[str, int] = {}  # ...and still up as babblerd left them
@@ -115,8 +115,8 @@ class HostCare:
         await trio.to_thread.run_sync(self.sysctls.restore)
 
     def _fence_rules(self, mesh_links: set[str], active: bool) -> frozenset[fence.Rule]:
-        """The policy-routing rules while the mesh runs (Linux): core/fence.py."""
-        if not IS_LINUX or not active:
+        """The policy-routing rules while the mesh runs (Linux: macOS has none): core/fence.py."""
+        if not self._platform.fence or not active:
             return frozenset()
         before, _ = self.sysctls.changed.get(FORWARDING, (self.sysctls.read(FORWARDING), ""))
         v4 = self._mesh.ipv4.state

@@ -24,7 +24,7 @@ from collections.abc import Iterable
 import structlog
 
 from babbler.core.links import Links
-from babbler.core.platform import IS_DARWIN
+from babbler.core.platform import Platform
 from babbler.daemon.sysctls import Sysctls
 
 log = structlog.get_logger()
@@ -93,15 +93,16 @@ def shown(name: str, value: str) -> str:
 
 
 class HostSetup:
-    def __init__(self, sysctls: Sysctls) -> None:
+    def __init__(self, sysctls: Sysctls, platform: Platform) -> None:
         self._sysctls = sysctls
+        self._platform = platform
         self._made: list[str] = []  # what this setup set, in order
         self._said: set[str] = set()
 
     def _wanted(
         self, links: Links, mesh: set[str], ipv4: bool, selected: set[str]
     ) -> list[tuple[str, str]]:
-        if IS_DARWIN:
+        if not self._platform.per_link_settings:
             return plan_darwin(ipv4) if mesh else []
         # The host's own values, not the 2 set by an earlier pass: else the next pass would
         # put 1 back and set 2 again, a window without RAs while forwarding is on (seen in CI)

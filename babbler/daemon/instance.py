@@ -19,7 +19,7 @@ import struct
 from pathlib import Path
 
 from babbler.core.errors import EnvironmentProblem
-from babbler.core.platform import IS_LINUX
+from babbler.host.system import LINUX_HOST
 
 ABSTRACT_NAME = b"\0babblerd"
 LOCK_FILE = Path("/var/run/babblerd.lock")
@@ -89,4 +89,4 @@ def _claim_machine(path: Path) -> Claim:
 def claim() -> Claim:
     """Claim this network namespace (Linux) or machine (elsewhere) for this daemon.
     Raises EnvironmentProblem naming the running daemon."""
-    return _claim_namespace() if IS_LINUX else _claim_machine(LOCK_FILE)
+    return _claim_namespace() if LINUX_HOST else _claim_machine(LOCK_FILE)

@@ -28,7 +28,6 @@ from babbler.core.ipv4 import (
     node_half,
 )
 from babbler.core.links import Links, Selector
-from babbler.core.platform import IS_LINUX
 from babbler.daemon.nodeid import write_state_file
 
 NODE_FILE = "ipv4-node"
@@ -92,12 +91,6 @@ class Ipv4:
     @property
     def on(self) -> bool:
         return self.prefix is not None and self.problem is None
-
-    @property
-    def via_v6(self) -> bool:
-        """babeld routes IPv4 over IPv6 next hops (Linux; macOS has no v4-via-v6 in babeld,
-        and there the cable /31s are its IPv4 next hops)."""
-        return IS_LINUX and self.prefix is not None
 
     @property
     def node_address(self) -> IPv4Address | None:

@@ -47,8 +47,8 @@ class Launcher:
     def interface_options(self, name: str) -> str:
         """The options of babeld's `interface NAME ...` line for this link now."""
         reads = self._reads
-        keyed, via_v6 = reads.key is not None, reads.ipv4.state.via_v6
-        return link_options(reads.config(), keyed, via_v6, reads.links().get(name))
+        keyed, ipv4_on = reads.key is not None, reads.ipv4.state.prefix is not None
+        return link_options(reads.config(), keyed, ipv4_on, reads.links().get(name))
 
     def launch(self, first: str) -> Launch:
         """A new babeld's launch on `first`, under a fresh router id."""

@@ -230,7 +230,8 @@ class Daemon:
         ipv4 = self.ipv4.state
         address_v4 = None if ipv4.node_address is None else str(ipv4.node_address)
         prefix = None if ipv4.prefix is None else str(ipv4.prefix)
-        await run_responder(address, self.config.bench_port, address_v4, prefix)
+        tied = self.config.platform.children_die_with_babblerd
+        await run_responder(address, self.config.bench_port, address_v4, prefix, tied)
 
     def _ipv4_changed(self, reason: str) -> None:
         """IPv4 turned on or off, or its node address moved: babeld's filters are fixed at

@@ -39,7 +39,11 @@ def command(
 
 
 async def run_responder(
-    address: str, port: int, address_v4: str | None = None, ipv4_prefix: str | None = None
+    address: str,
+    port: int,
+    address_v4: str | None = None,
+    ipv4_prefix: str | None = None,
+    tied: bool = True,
 ) -> None:
     """Keep the responder running until cancelled; then stop it."""
     if os.getuid() == 0 and not nobody_can_run():
@@ -51,7 +55,7 @@ async def run_responder(
     log.info("bench responder", address=address, port=port)
     backoff = Backoff(FIRST_PAUSE, MAX_PAUSE, stable=STEADY)  # extra: never the daemon's end
     await keep_running(
-        lambda: spawn(command(address, port, address_v4, ipv4_prefix), unprivileged=True),
+        lambda: spawn(command(address, port, address_v4, ipv4_prefix), True, tied),
         "bench responder",
         backoff,
     )

@@ -13,7 +13,7 @@ from typing import Any
 
 import trio
 
-from babbler.core.platform import IS_LINUX
+from babbler.host.system import LINUX_HOST
 
 
 def count_tasks() -> int:
@@ -40,7 +40,7 @@ def open_fds() -> int:
 
 def rss_bytes() -> int:
     """Resident memory now (Linux), else the peak (getrusage; bytes on macOS)."""
-    if IS_LINUX:
+    if LINUX_HOST:
         pages = int(Path("/proc/self/statm").read_text().split()[1])
         return pages * os.sysconf("SC_PAGE_SIZE")
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

@@ -94,7 +94,7 @@ async def _serve(start: Start, reload: Callable[[], Config]) -> None:
             "babeld not found; the mesh cannot start until it is installed", babeld=config.babeld
         )
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
-        async with open_kernel() as kernel, trio.open_nursery() as nursery:
+        async with open_kernel(config.platform) as kernel, trio.open_nursery() as nursery:
             daemon = Daemon(config, kernel, node, reload, key, start.early)
             await nursery.start(daemon.run)
             nursery.start_soon(_watchdog)

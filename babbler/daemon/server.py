@@ -21,10 +21,10 @@ import trio
 
 from babbler.core.errors import EnvironmentProblem
 from babbler.core.lines import TOO_LONG
-from babbler.core.platform import IS_LINUX
 from babbler.daemon.fanout import Client, Hub
 from babbler.daemon.linereader import LineReader
 from babbler.daemon.requests import MAX_REQUEST, REQUESTS, BadRequest, View, parse_request
+from babbler.host.system import LINUX_HOST
 
 log = structlog.get_logger("babbler.server")
 
@@ -65,7 +65,7 @@ def peer_uid(sock: trio.socket.SocketType) -> int | None:
     """The user of the process at the other end of a Unix socket, as the kernel recorded it
     at connect(); None if the system does not say. Linux: SO_PEERCRED; macOS has none (nor
     `socket.SO_PEERCRED`), but getpeereid(3)."""
-    if not IS_LINUX:
+    if not LINUX_HOST:
         return _getpeereid()(sock.fileno())
     try:
         ucred = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, UCRED.size)

@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 from babbler.core.errors import EnvironmentProblem
-from babbler.core.platform import IS_LINUX
+from babbler.host.system import LINUX_HOST
 
 PR_SET_PDEATHSIG = 1
 PR_CAP_AMBIENT = 47
@@ -35,15 +35,17 @@ NOBODY = 65534  # the user an unprivileged child of a root babblerd runs as
 STOP_GRACE = 2.0
 
 
-def _die_with_parent_hook(unprivileged: bool = False) -> Callable[[], None] | None:
-    """A preexec function that makes the child get SIGKILL when this process dies (Linux).
+def _die_with_parent_hook(unprivileged: bool, tied: bool) -> Callable[[], None] | None:
+    """A preexec function that, `tied`, makes the child get SIGKILL when this process dies
+    (PR_SET_PDEATHSIG: the platform's choice, core/platform.py; macOS has none).
     With `unprivileged` the child sheds every capability (also a non-root babblerd's ambient
     ones, which it would inherit) and, from root, becomes nobody when nobody can run this
     Python (else it stays uid 0 without any capability: see `nobody_can_run`)."""
-    if not IS_LINUX and not unprivileged:
+    tied = tied and LINUX_HOST
+    if not tied and not unprivileged:
         return None
     parent = os.getpid()
-    libc = ctypes.CDLL(None, use_errno=True) if IS_LINUX else None
+    libc = ctypes.CDLL(None, use_errno=True) if LINUX_HOST else None
     become_nobody = unprivileged and os.getuid() == 0 and nobody_can_run()
 
     def hook() -> None:
@@ -56,10 +58,10 @@ def _die_with_parent_hook(unprivileged: bool = False) -> Callable[[], None] | No
             os.setgroups([])
             os.setgid(NOBODY)
             os.setuid(NOBODY)
-        if libc is not None:  # after setuid, which clears it
+        if tied and libc is not None:  # after setuid, which clears it
             libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() != parent:  # the parent died before prctl took effect
-            os._exit(1)
+            if os.getppid() != parent:  # the parent died before prctl took effect
+                os._exit(1)
 
     return hook
 
@@ -82,10 +84,13 @@ def nobody_can_run() -> bool:
     return True
 
 
-def spawn(args: Sequence[str], unprivileged: bool = False) -> subprocess.Popen[bytes]:
+def spawn(
+    args: Sequence[str], unprivileged: bool = False, tied: bool = True
+) -> subprocess.Popen[bytes]:
     """Fork babeld (or, `unprivileged`, another child: the bench responder) from the calling
     thread (Linux ties PR_SET_PDEATHSIG to it: call this from the thread that lives as long
-    as babblerd), output piped, files 0600. Raises EnvironmentProblem when it cannot be
+    as babblerd), output piped, files 0600. `tied`: the child dies with babblerd
+    (Platform.children_die_with_babblerd). Raises EnvironmentProblem when it cannot be
     executed."""
     try:
         return subprocess.Popen(
@@ -93,7 +98,7 @@ def spawn(args: Sequence[str], unprivileged: bool = False) -> subprocess.Popen[b
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
-            preexec_fn=_die_with_parent_hook(unprivileged),
+            preexec_fn=_die_with_parent_hook(unprivileged, tied),
             close_fds=True,
             umask=0o077,  # its control socket and pid file: 0600 (in a 0700 directory)
         )
@@ -106,7 +111,7 @@ def spawn(args: Sequence[str], unprivileged: bool = False) -> subprocess.Popen[b
 def process_name(pid: int) -> str | None:
     """The name of a live process, or None. A zombie counts as gone: orphans that died can
     stay zombies for a while where PID 1 reaps slowly."""
-    if not IS_LINUX:
+    if not LINUX_HOST:
         return _ps_name(pid)
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()

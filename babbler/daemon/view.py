@@ -154,6 +154,7 @@ class View:
             brought_up=frozenset(self._host.brought_up()),
             mtu=config.mtu,
             kernel_problem=self._kernel_health.problem,
+            platform=config.platform.key,
         )
 
     def status(self, asker: object = None) -> dict[str, Any]:

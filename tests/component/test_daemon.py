@@ -19,6 +19,7 @@ import trio
 from babbler.core.addressing import node_range
 from babbler.core.config import DEFAULT_HELLO_INTERVAL
 from babbler.core.links import Link
+from babbler.core.platform import LINUX, MACOS, Platform
 from babbler.daemon.babeld.session import Deadlines
 from babbler.daemon.lifecycle import Tunables
 from babbler.daemon.mesh import Fact, MeshTunables
@@ -665,3 +666,27 @@ async def test_a_thunderbolt_cable_takes_the_far_ends_size_and_a_refusal_is_said
             else:
                 assert kernel.links["thunderbolt0"].mtu == 9000 and not refused
                 assert kernel.links["v1x2"].mtu is None  # not a Thunderbolt link: not sized
+
+
+@pytest.mark.parametrize("platform", [LINUX, MACOS], ids=["linux", "macos"])
+async def test_the_platform_decides_babelds_options_the_fence_and_status(
+    platform: Platform,
+) -> None:
+    """The platform is one value: as macOS (the lab's macOS nodes), babeld gets no export
+    table and `v4-via-v6 false` (macOS's babeld has none; Linux's would turn it on), no
+    policy rule is set, and status says so; as Linux, the opposite."""
+    linux = platform is LINUX
+    kernel = FakeKernel(veth("v1x2", 2), veth("v1x3", 3))
+    async with running(kernel, mode="always", platform=platform) as (daemon, fake):
+        await eventually(lambda: daemon.mesh.state == "running", what="mesh running")
+        await eventually(lambda: ours(kernel.addresses("v1x3")), what="v1x3 addressed")
+        told = f"{V1X3_ADDED.removesuffix(' true')} {'true' if linux else 'false'}"
+        await eventually(lambda: told in fake.requests(), what="v1x3 told to babeld")
+        settings = (daemon.config.private_dir / "babeld.conf").read_text()
+        assert ("export-table" in settings) is linux
+        if linux:
+            await eventually(lambda: kernel.rules, what="the fence's rules")
+        assert bool(kernel.rules) is linux
+        client = await connect(daemon.config.socket_path)
+        status = json.loads((await client.request("status"))[0])
+        assert status["platform"] == platform.key

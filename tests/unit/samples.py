@@ -91,6 +91,7 @@ STATUS: dict[str, Any] = {
     "ipv4_problem": None,
     "addresses_v4": [{"interface": "eth1", "address": "10.77.168.98", "peer": "10.77.168.99"}],
     "kernel_problem": None,
+    "platform": "linux",
 }
 
 NODE_ENTRY: dict[str, Any] = {

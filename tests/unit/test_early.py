@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 
 from babbler.core.config import Config
-from babbler.core.platform import IS_LINUX
+from babbler.core.platform import MACOS
 from babbler.daemon.early import why_not
+from babbler.host.system import LINUX_HOST
 
-pytestmark = pytest.mark.skipif(not IS_LINUX, reason="the early start is Linux only")
+pytestmark = pytest.mark.skipif(not LINUX_HOST, reason="the early start is Linux only")
 
 
 def config(tmp_path: Path) -> Config:
@@ -34,3 +35,8 @@ def test_on_demand_and_a_missing_babeld_do_not_start_early(tmp_path: Path) -> No
     assert why_not(replace(config(tmp_path), mode="on-demand")) == "mode on-demand"
     missing = replace(config(tmp_path), babeld="/nonexistent/babeld")
     assert "not found" in (why_not(missing) or "")
+
+
+def test_the_macos_platform_never_starts_early(tmp_path: Path) -> None:
+    """macOS has no sysfs and no death signal: in the lab too, its babeld starts later."""
+    assert why_not(replace(config(tmp_path), platform=MACOS)) == "not on macOS"

@@ -7,10 +7,8 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
-import pytest
-
 from babbler.core.links import Link
-from babbler.daemon import hostsetup
+from babbler.core.platform import LINUX, MACOS
 from babbler.daemon.hostsetup import FORWARDING, IPV4_LINK, MESH_LINK, HostSetup, plan
 from babbler.daemon.sysctls import ProcSys, SysctlCommand, Sysctls
 
@@ -37,7 +35,7 @@ def test_the_host_setup_keeps_ras_before_forwarding_and_undoes_it_backwards(
     order = [n for n, _ in plan({"eth0": "1", "wlan0": "0", "default": "1"}, {"v1"})]
     assert order[:2] == ["net/ipv6/conf/default/accept_ra", "net/ipv6/conf/eth0/accept_ra"]
     assert order[-1] == FORWARDING  # last: the RAs are kept by then
-    setup = HostSetup(Sysctls(tmp_path, ProcSys(root), boot="b"))
+    setup = HostSetup(Sysctls(tmp_path, ProcSys(root), boot="b"), LINUX)
     links = {n: Link(n, i) for i, n in enumerate(("eth0", "wlan0", "v1"), 2)}
     setup.apply(links, {"v1"})
     now = {n: (root / n).read_text().strip() for n in values}
@@ -60,7 +58,7 @@ def test_skip_kernel_setup_changes_nothing_and_says_what_is_missing_once(
     for name, value in values.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_text(value + "\n")
-    setup = HostSetup(Sysctls(tmp_path, ProcSys(root), boot="b"))
+    setup = HostSetup(Sysctls(tmp_path, ProcSys(root), boot="b"), LINUX)
     links = {"eth0": Link("eth0", 2), "v1": Link("v1", 3)}
     with structlog.testing.capture_logs() as logs:
         setup.apply(links, {"v1"}, skip=True)
@@ -93,7 +91,7 @@ def test_a_link_that_joins_or_leaves_the_mesh_gets_its_own_values_back(tmp_path:
     def read() -> dict[str, str]:
         return {n: (root / n).read_text().strip() for n in values}
 
-    setup = HostSetup(Sysctls(tmp_path, ProcSys(root), boot="b"))
+    setup = HostSetup(Sysctls(tmp_path, ProcSys(root), boot="b"), LINUX)
     links = {n: Link(n, i) for i, n in enumerate(("v1", "eth1"), 2)}
     setup.apply(links, {"v1"}, ipv4=True)
     assert read()["net/ipv6/conf/eth1/accept_ra"] == "2"
@@ -131,7 +129,7 @@ def test_a_setup_done_stays_done_through_every_refresh(tmp_path: Path) -> None:
     values = {FORWARDING: "0", "net/ipv6/conf/default/accept_ra": "1"}
     values["net/ipv6/conf/eth0/accept_ra"] = "1"
     proc = Writes(fake_proc(tmp_path, values))
-    setup = HostSetup(Sysctls(tmp_path, proc, boot="b"))
+    setup = HostSetup(Sysctls(tmp_path, proc, boot="b"), LINUX)
     links = {n: Link(n, i) for i, n in enumerate(("eth0", "v1"), 2)}
     setup.apply(links, {"v1"})
     assert ("net/ipv6/conf/eth0/accept_ra", "2") in proc.writes
@@ -164,10 +162,7 @@ class FakeSysctl:
         return subprocess.CompletedProcess(args, 0, f"{name}: 0 -> {value}\n", "")
 
 
-def test_macos_gets_forwarding_and_no_redirects_through_sysctl(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(hostsetup, "IS_DARWIN", True)
+def test_macos_gets_forwarding_and_no_redirects_through_sysctl(tmp_path: Path) -> None:
     before = {
         "kern.bootsessionuuid": "B-1",
         "net.inet6.ip6.forwarding": "0",
@@ -177,7 +172,7 @@ def test_macos_gets_forwarding_and_no_redirects_through_sysctl(
     }
     run = FakeSysctl(dict(before))
     sysctls = Sysctls(tmp_path, SysctlCommand(run))
-    setup = HostSetup(sysctls)
+    setup = HostSetup(sysctls, MACOS)
     setup.apply({"en2": Link("en2", 5)}, {"en2"}, ipv4=True)
     assert run.values["net.inet6.ip6.forwarding"] == "1" == run.values["net.inet.ip.forwarding"]
     assert run.values["net.inet6.ip6.redirect"] == "0"
@@ -226,6 +221,6 @@ def test_settings_that_fail_or_hang_are_returned_to_the_caller_not_logged_each_p
     assert not sysctls.set("net.inet6.ip6.forwarding", "1")
     assert sysctls.problem == "net.inet6.ip6.forwarding: sysctl(8) gave no answer in 3 s"
     root = fake_proc(tmp_path, {FORWARDING: "0", "net/ipv6/conf/default/accept_ra": "0"})
-    setup = HostSetup(Sysctls(tmp_path, ReadOnly(root), boot="b"))
+    setup = HostSetup(Sysctls(tmp_path, ReadOnly(root), boot="b"), LINUX)
     problems = setup.apply({"v1": Link("v1", 2)}, {"v1"})
     assert problems[-1] == "cannot set net.ipv6.conf.all.forwarding=1: Read-only file system"

@@ -17,8 +17,8 @@ from babbler.daemon.children import Child
 
 @pytest.fixture(autouse=True)
 def like_macos(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(children, "IS_LINUX", False)
-    monkeypatch.setattr(spawn, "IS_LINUX", False)
+    monkeypatch.setattr(children, "LINUX_HOST", False)
+    monkeypatch.setattr(spawn, "LINUX_HOST", False)
 
 
 async def test_exit_is_seen_by_polling() -> None:

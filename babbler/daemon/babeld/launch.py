@@ -19,7 +19,7 @@ from babbler.core.cost import UNKNOWN_COST, link_cost
 from babbler.core.fence import TABLE
 from babbler.core.links import Link
 from babbler.core.meshkey import KEY_ID, MeshKey
-from babbler.core.platform import IS_LINUX
+from babbler.core.platform import Platform
 from babbler.daemon.ipv4 import Ipv4
 
 # The file given to babeld with -c (it also keeps babeld from reading /etc/babeld.conf).
@@ -50,9 +50,9 @@ IN_MESH = f"in ip {MESH_PREFIX} ge 128 allow"
 IN_DENY = "in deny"
 
 
-def babeld_config() -> str:
+def babeld_config(platform: Platform) -> str:
     """babeld's settings for the -c file (the launch adds the router id and the key)."""
-    return BABELD_CONFIG + (EXPORT_TABLE if IS_LINUX else "")
+    return BABELD_CONFIG + (EXPORT_TABLE if platform.babeld_export_table else "")
 
 
 @dataclass(frozen=True)
@@ -80,13 +80,14 @@ class Launch:
 
     program: str
     files: BabeldFiles
-    settings: str  # babeld_config()
+    settings: str  # babeld_config(platform)
     router_id: str
     node_range: str
     first_interface: str
     interface_options: str
     key_lines: str = field(default="", repr=False)  # the mesh key: secret, never logged
     ipv4_filters: tuple[str, ...] = ()  # daemon/ipv4.py: babeld_filters()
+    tied: bool = True  # babeld dies with babblerd (Platform.children_die_with_babblerd)
 
     @classmethod
     def build(
@@ -102,13 +103,14 @@ class Launch:
         return cls(
             program=config.babeld,
             files=BabeldFiles.under(config.private_dir, config.state_dir),
-            settings=babeld_config(),
+            settings=babeld_config(config.platform),
             key_lines=key.babeld_lines() if key else "",
             router_id=router_id,
             node_range=node_range,
             first_interface=first,
             interface_options=options,
             ipv4_filters=ipv4_filters,
+            tied=config.platform.children_die_with_babblerd,
         )
 
     def config_text(self) -> str:
@@ -160,16 +162,27 @@ def launch_for(
     the daemon adopts an early babeld only when this gives the same launch for its router
     id (so any drift, options or filters, means a babeld of its own). `link`: the first
     interface as read now (its cost), None when it is not there."""
-    options = link_options(config, key is not None, ipv4.via_v6, link)
+    options = link_options(config, key is not None, ipv4.prefix is not None, link)
     filters = tuple(ipv4.babeld_filters())
     return Launch.build(config, key, router_id, str(node_range(node_id)), first, options, filters)
 
 
-def link_options(config: Config, keyed: bool, v4_via_v6: bool, link: Link | None) -> str:
+def link_options(config: Config, keyed: bool, ipv4_on: bool, link: Link | None) -> str:
     """The options of babeld's `interface` line for `link` (None: not there, the unknown
-    cost) under these settings."""
+    cost) under these settings, `ipv4_on`: the mesh carries IPv4."""
     cost = link_cost(link, config.cost) if link else UNKNOWN_COST
-    return interface_options(config.hello_interval, cost, keyed, v4_via_v6)
+    via_v6 = v4_via_v6(config.platform, ipv4_on)
+    return interface_options(config.hello_interval, cost, keyed, via_v6)
+
+
+def v4_via_v6(platform: Platform, ipv4_on: bool) -> bool | None:
+    """babeld's `v4-via-v6` on mesh links: on where the platform's babeld has it and the mesh
+    carries IPv4 (links then need no IPv4 to carry the mesh's); off, said, where it has none
+    (macOS: there the cable /31s are babeld's IPv4 next hops; in the lab, on Linux >= 5.13,
+    babeld would turn it on by itself); None (babeld's default) without IPv4."""
+    if not platform.babeld_v4_via_v6:
+        return False
+    return True if ipv4_on else None
 
 
 def found(program: str) -> bool:
@@ -190,13 +203,13 @@ def write_private(path: Path, text: str) -> None:
 
 
 def interface_options(
-    hello_interval: float, cost: int, keyed: bool, v4_via_v6: bool = False
+    hello_interval: float, cost: int, keyed: bool, v4_via_v6: bool | None = None
 ) -> str:
     """The options of babeld's `interface NAME ...` line. Timestamps let babeld measure
     each neighbour's RTT (shown in status; costs stay as set: max-rtt-penalty is 0).
     `v4_via_v6`: IPv4 routes over the link's IPv6 next hop (Linux; babeld >= 1.12), so
-    links need no IPv4 to carry the mesh's."""
+    links need no IPv4 to carry the mesh's; False: said off (v4_via_v6()); None: not said."""
     options = f"hello-interval {hello_interval:g} rxcost {cost} enable-timestamps true"
-    if v4_via_v6:
-        options += " v4-via-v6 true"
+    if v4_via_v6 is not None:
+        options += f" v4-via-v6 {'true' if v4_via_v6 else 'false'}"
     return options + (f" key {KEY_ID}" if keyed else "")

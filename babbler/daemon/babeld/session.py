@@ -128,7 +128,7 @@ class Session:
             write_private(files.config, self.launch.config_text())
             args = self.launch.args()
             log.info("starting babeld", args=args)
-            process = Child(spawn(args))
+            process = Child(spawn(args, tied=self.launch.tied))
         self.process = process
         hooks.on_spawned()
         try:

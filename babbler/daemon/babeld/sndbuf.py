@@ -20,7 +20,7 @@ import ctypes
 import os
 import socket
 
-from babbler.core.platform import IS_LINUX
+from babbler.host.system import LINUX_HOST
 
 # About 4,000 lines, a second of a 64-node ring's monitor stream; used only while behind.
 CONTROL_SNDBUF = 4 << 20
@@ -32,7 +32,7 @@ SYS_PIDFD_GETFD = 438
 def widen(pid: int, size: int = CONTROL_SNDBUF) -> int:
     """Set the send buffer of babeld's connected stream Unix sockets to `size`; return how
     many were set. Raises OSError when babeld's descriptors cannot be reached."""
-    if not IS_LINUX:
+    if not LINUX_HOST:
         return 0
     libc = ctypes.CDLL(None, use_errno=True)
     pidfd = libc.syscall(SYS_PIDFD_OPEN, pid, 0)

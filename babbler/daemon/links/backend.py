@@ -1,22 +1,20 @@
-"""The one place that picks this platform's network backend (`Kernel`)."""
+"""The one place that picks the network backend (`Kernel`) of the platform babblerd acts as."""
 
 from __future__ import annotations
 
 from contextlib import AbstractAsyncContextManager
 
-from babbler.core.errors import EnvironmentProblem
-from babbler.core.platform import IS_DARWIN, IS_LINUX, NAME
+from babbler.core.platform import LINUX, Platform
 from babbler.daemon.links.kernel import Kernel
 
 
-def open_kernel() -> AbstractAsyncContextManager[Kernel]:
-    """The network backend of this platform. Raises EnvironmentProblem elsewhere."""
-    if IS_LINUX:
+def open_kernel(platform: Platform) -> AbstractAsyncContextManager[Kernel]:
+    """The network backend of `platform`: netlink on Linux, PF_ROUTE and commands on macOS
+    (in the lab, the lab's commands on Linux: docs/design.md)."""
+    if platform is LINUX:
         from babbler.daemon.links.linux import open_linux_kernel
 
         return open_linux_kernel()
-    if IS_DARWIN:
-        from babbler.daemon.links.darwin import open_darwin_kernel
+    from babbler.daemon.links.darwin import open_darwin_kernel
 
-        return open_darwin_kernel()
-    raise EnvironmentProblem(f"{NAME} is not supported (Linux and macOS are)")
+    return open_darwin_kernel()
