@@ -12,18 +12,20 @@ round of talk, and an offer does not depend on the size a link runs at now, so n
 swings. Nothing moves while the far end says nothing: no info yet, a babblerd that does not
 say `max_mtu`, a number outside MIN_MTU..MAX_MTU.
 
-The far end of a link is found in the other nodes' infos: the neighbour they list whose
-address is this link's link-local as babeld uses it (babeld's `interface` entry), on one of
-their links. Parallel cables between the same two nodes each find their own far end that
-way.
+The far end of a link is the node core/farend.py finds there; its offer is the `max_mtu`
+its info says for its link that faces ours. Parallel cables between the same two nodes each
+find their own far end that way.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from babbler.core.links import Link
+
+if TYPE_CHECKING:  # only its type: core/config.py imports this module on babblerd's lean start
+    from babbler.core.farend import FarEnd
 
 MIN_MTU = 1280  # IPv6's minimum: below it Linux takes IPv6 off a link
 MAX_MTU = 65535  # the largest an IP packet can be
@@ -54,34 +56,19 @@ def valid(size: Any) -> int | None:
     return None
 
 
-def far_offers(
-    link_locals: Mapping[str, str],
-    infos: Iterable[tuple[str, Mapping[str, Any]]],
-    neighbours: Mapping[str, set[str]],
-    me: str,
-) -> dict[str, int]:
-    """This node's link -> the far end's offer. `link_locals`: link -> its link-local as
-    babeld uses it; `infos`: (node id, node info) of the other nodes; `neighbours`: link ->
-    the node ids babeld knows as neighbours on it (empty while it does not know: then any
-    node listing the link-local counts). Two far ends claiming one link (an answer from
-    before a cable moved): the smaller offer, which both can run. One link-local on two
-    links (set by hand): each of them, unless babeld knows another node there."""
-    by_address: dict[str, list[str]] = {}
-    for name, address in link_locals.items():
-        by_address.setdefault(address, []).append(name)
+def far_offers(ends: Iterable[FarEnd], infos: Mapping[str, Mapping[str, Any]]) -> dict[str, int]:
+    """This node's link -> the far end's offer. `ends`: core/farend.py's far ends (with the
+    other nodes' infos); `infos`: node id -> its node info. Two far ends on one link (an
+    answer from before a cable moved, while babeld names nobody there): the smaller offer,
+    which both can run."""
     out: dict[str, int] = {}
-    for node, info in infos:
-        theirs = {
-            str(i.get("name")): valid(i.get("max_mtu")) for i in _dicts(info.get("interfaces"))
-        }
-        for neighbour in _dicts(info.get("neighbours")):
-            size = theirs.get(str(neighbour.get("interface")))
-            if size is None or neighbour.get("node_id") not in (None, me):
-                continue
-            for name in by_address.get(str(neighbour.get("address")), []):
-                if neighbours.get(name) and node not in neighbours[name]:
-                    continue  # babeld has another node on this link now
-                out[name] = min(size, out.get(name, size))
+    for end in ends:
+        interfaces = _dicts(infos.get(end.node, {}).get("interfaces"))
+        theirs = {str(i.get("name")): valid(i.get("max_mtu")) for i in interfaces}
+        for their_link in end.their_links:
+            size = theirs.get(their_link)
+            if size is not None:
+                out[end.link] = min(size, out.get(end.link, size))
     return out
 
 

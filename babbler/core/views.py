@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import fnmatch
 from dataclasses import dataclass, field
-from ipaddress import IPv6Network
 from typing import Any
 
 from babbler.core import mtu
-from babbler.core.addressing import format_node_id, node_address, node_id_of, node_range
+from babbler.core.addressing import format_node_id, node_address, node_range
 from babbler.core.cost import Overrides, link_cost
+from babbler.core.farend import far_ends
 from babbler.core.graph import Graph
 from babbler.core.links import Links, Selector, selected_links
 from babbler.core.table import INFINITY, VIEWS, Applied, MeshTable
@@ -88,20 +88,9 @@ def unmatched_globs(links: Links, selector: Selector) -> list[str]:
 
 
 def neighbour_nodes(table: MeshTable) -> dict[tuple[str | None, str | None], str]:
-    """(neighbour address, interface) -> the node id that neighbour announces as its own
-    (its node range's routes reach us through it with refmetric 0)."""
-    out = {}
-    for route in table.entries("route"):
-        prefix = route.field("prefix")
-        if route.field("refmetric") != "0" or prefix is None:
-            continue
-        try:
-            node = node_id_of(IPv6Network(prefix, strict=False).network_address)
-        except ValueError:
-            continue
-        if node is not None:
-            out[(route.field("via"), route.field("if"))] = format_node_id(node)
-    return out
+    """(neighbour address, interface) -> the node there, by babeld's word alone
+    (core/farend.py: its routes to that node's own range come through it with refmetric 0)."""
+    return {(a, end.link): end.node for end in far_ends(table) for a in end.addresses}
 
 
 def with_hops(status: dict[str, Any]) -> list[dict[str, Any]]:

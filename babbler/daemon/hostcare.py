@@ -19,10 +19,11 @@ from typing import Any
 import structlog
 import trio
 
-from babbler.core import fence, mtu, views
+from babbler.core import fence, mtu
 from babbler.core.addressing import MESH_PREFIX, format_node_id, node_range
 from babbler.core.config import Config
 from babbler.core.errors import KernelError
+from babbler.core.farend import FarEnd, far_ends
 from babbler.core.links import Link, Selector, selected_links, to_bring_up, usable_names
 from babbler.core.table import MeshTable
 from babbler.daemon.fence_rules import FenceRules
@@ -149,20 +150,16 @@ class HostCare:
             self._brought[link.name] = link.index
             log.info("link brought up", interface=link.name)
 
-    def _neighbours_by_link(self) -> dict[str, set[str]]:
-        """Link -> the node ids babeld has as neighbours on it (views.neighbour_nodes)."""
-        out: dict[str, set[str]] = {}
-        for (_, name), node in views.neighbour_nodes(self._mesh.table()).items():
-            out.setdefault(name or "", set()).add(node)
-        return out
+    def _far_ends(self) -> tuple[list[FarEnd], dict[str, Mapping[str, Any]]]:
+        """The far end of each of our links (core/farend.py), and the infos it was found in."""
+        infos = {format_node_id(node): info for node, info in self._mesh.infos()}
+        me = format_node_id(self._mesh.node_id())
+        return far_ends(self._mesh.table(), infos.items(), me), infos
 
     def mtu_targets(self, links: dict[str, Link]) -> dict[str, int]:
         """Each sized mesh link's MTU as both ends offer it (core/mtu.py), where it differs."""
-        table = self._mesh.table()
-        link_locals = {e.handle: e.field("ipv6") or "" for e in table.entries("interface")}
-        infos = [(format_node_id(node), info) for node, info in self._mesh.infos()]
-        me = format_node_id(self._mesh.node_id())
-        far = mtu.far_offers(link_locals, infos, self._neighbours_by_link(), me)
+        ends, infos = self._far_ends()
+        far = mtu.far_offers(ends, infos)
         used = [links[name] for name in usable_names(links, self._selector())]
         return mtu.targets(used, self._mesh.config().mtu, far)
 
@@ -181,7 +178,8 @@ class HostCare:
                 continue
             changed = True
             log.info("MTU set", interface=name, mtu=size, was=link.mtu)
-            far = self._neighbours_by_link().get(name, set())
+            ends, _ = self._far_ends()
+            far = {end.node for end in ends if end.link == name and end.babeld_knows}
             self._mesh.ask_again(int(node, 16) for node in far)  # the far end follows
         return changed
 

@@ -23,6 +23,7 @@ from babbler.core import hostfile, mtu
 from babbler.core.addressing import format_node_id
 from babbler.core.cablegraph import CableGraph
 from babbler.core.errors import BabblerError
+from babbler.core.farend import far_ends
 from babbler.core.graph import Graph, to_dot
 from babbler.core.printable import UNSAFE_CATEGORIES, first_unsafe
 from babbler.daemon.nodes.book import NodeBook, events
@@ -30,6 +31,7 @@ from babbler.daemon.nodes.checked import BadInfo, parse
 from babbler.ui.doctor import Facts, checks, render_checks
 from babbler.ui.render import render_nodes, render_path, render_status
 from babbler.ui.watchview import WatchView
+from tests.unit.recorded import table_of
 from tests.unit.samples import STATUS
 from tests.unit.test_nodes import route
 
@@ -186,7 +188,8 @@ def test_any_answers_reach_no_output_raw_and_raise_nothing(datas: tuple[bytes, .
     happened = [e for before, after in itertools.pairwise(views) for e in events(before, after)]
 
     infos = [(format_node_id(k.node_id), k.info) for k in book.nodes.values() if k.info]
-    mtu.far_offers({"eth1": "fe80::1"}, infos, {}, STATUS["node_id"])
+    eth1 = table_of("add interface eth1 up true ipv6 fe80::1")
+    mtu.far_offers(far_ends(eth1, infos, STATUS["node_id"]), dict(infos))
 
     raw = {**STATUS, "nodes": views[-1]}
     status = parse_status(json.loads(json.dumps(raw)))  # as a client reads it

@@ -9,8 +9,9 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from babbler.core import mtu
+from babbler.core import farend, mtu
 from babbler.core.links import Link
+from tests.unit.test_farend import babeld_table
 
 ME, FAR = "aaaaaaaaaaaa", "bbbbbbbbbbbb"
 
@@ -66,6 +67,23 @@ def info(neighbours: list[Any], interfaces: list[Any]) -> dict[str, Any]:
     return {"neighbours": neighbours, "interfaces": interfaces}
 
 
+def far_offers(
+    mine: dict[str, str],
+    infos: list[tuple[str, Any]],
+    babeld: dict[str, set[str]],
+    me: str,
+) -> dict[str, int]:
+    """The far ends' offers (core/farend.py, then core/mtu.py): `mine`, our links'
+    link-locals; `babeld`, link -> the nodes babeld has as neighbours there."""
+    there = [
+        (int(n, 16), f"fe80::99:{i}", link, 0)
+        for i, (link, nodes) in enumerate(babeld.items())
+        for n in nodes
+    ]
+    ends = farend.far_ends(babeld_table(mine, there), infos, me)
+    return mtu.far_offers(ends, dict(infos))
+
+
 def test_the_far_end_is_the_node_listing_this_links_link_local() -> None:
     """Two parallel cables to one node find their own far ends; a node that listed the
     link-local once but is not babeld's neighbour there now is not asked."""
@@ -82,8 +100,8 @@ def test_the_far_end_is_the_node_listing_this_links_link_local() -> None:
         [{"name": "en0", "max_mtu": 1500}],
     )
     infos = [(FAR, far), ("cccccccccccc", stale)]
-    assert mtu.far_offers(mine, infos, {"tb0": {FAR}}, ME) == {"tb0": 9000, "tb1": 65520}
-    assert mtu.far_offers(mine, infos, {}, ME)["tb0"] == 1500  # who is there unknown: the smaller
+    assert far_offers(mine, infos, {"tb0": {FAR}}, ME) == {"tb0": 9000, "tb1": 65520}
+    assert far_offers(mine, infos, {}, ME)["tb0"] == 1500  # who is there unknown: the smaller
 
 
 def test_hostile_or_silent_offers_move_nothing() -> None:
@@ -93,11 +111,11 @@ def test_hostile_or_silent_offers_move_nothing() -> None:
             [{"node_id": None, "interface": "tb9", "address": "fe80::1"}],
             [{"name": "tb9", "max_mtu": said}],
         )
-        assert mtu.far_offers(mine, [(FAR, hostile)], {}, ME) == {}
+        assert far_offers(mine, [(FAR, hostile)], {}, ME) == {}
     for nonsense in ({}, {"neighbours": "x", "interfaces": 3}, info([None, 1], [None, "x"])):
-        assert mtu.far_offers(mine, [(FAR, nonsense)], {}, ME) == {}
+        assert far_offers(mine, [(FAR, nonsense)], {}, ME) == {}
     someone_else = info(
         [{"node_id": "dddddddddddd", "interface": "tb9", "address": "fe80::1"}],
         [{"name": "tb9", "max_mtu": 9000}],
     )
-    assert mtu.far_offers(mine, [(FAR, someone_else)], {}, ME) == {}  # not facing this node
+    assert far_offers(mine, [(FAR, someone_else)], {}, ME) == {}  # not facing this node
