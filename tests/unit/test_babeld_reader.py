@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import trio
@@ -12,9 +13,15 @@ import trio
 from babbler.core.lines import LineSplitter
 from babbler.daemon.babeld.control import LineCounts
 from babbler.daemon.babeld.reader import ThreadedReader
-from tests.waits import nothing_within
 
 ROUTE = b"change route r1 prefix fde0::1/128 metric 96"
+
+
+async def until(check: Callable[[], bool]) -> None:
+    """Wait until `check()` holds (the reader thread has got that far); bounded."""
+    with trio.fail_after(5):
+        while not check():
+            await trio.sleep(0.01)
 
 
 def started(
@@ -90,7 +97,7 @@ async def test_unwatched_neighbour_changes_wait_and_keep_their_order() -> None:
     with ours, babeld:
         reader = started(ours, counts, hold=True)
         babeld.sendall(b"\n".join([rtt("a", "1"), rtt("b", "1"), rtt("a", "2")]) + b"\n")
-        await nothing_within(0.3, reader.batch, "an unwatched neighbour change woke the loop")
+        await until(lambda: counts.lines_in == 3)  # read: held, no batch for the loop
         assert counts.held == 3
         babeld.sendall(ROUTE + b"\n")  # anything else takes them along, in front of it
         assert await reader.batch() == [rtt("a", "2"), rtt("b", "1"), ROUTE]
@@ -103,9 +110,7 @@ async def test_unwatched_neighbour_changes_wait_and_keep_their_order() -> None:
         assert sorted(held) == [rtt("a", "3"), rtt("b", "2")]
 
         babeld.sendall(rtt("a", "4") + b"\n")
-        with trio.fail_after(5):
-            while counts.held < 6:
-                await trio.sleep(0.01)
+        await until(lambda: counts.held >= 6)
         reader.hold(False)  # someone watches: what waited comes at once, then every line
         assert await reader.batch() == [rtt("a", "4")]
         babeld.sendall(rtt("a", "5") + b"\n")
@@ -119,50 +124,113 @@ async def test_held_lines_never_overtake_a_batch_the_loop_has_not_taken() -> Non
         reader = started(ours, counts, hold=True)
         flush = b"flush neighbour a address fe80::2 if v1x2"
         babeld.sendall(flush + b"\n")
-        with trio.fail_after(5):  # read and handed over (one step, under the reader's lock)
-            while counts.lines_in < 1:
-                await trio.sleep(0.01)
+        # read and handed over (one step, under the reader's lock)
+        await until(lambda: counts.lines_in >= 1)
         babeld.sendall(rtt("a", "2") + b"\n")
-        with trio.fail_after(5):
-            while counts.held < 1:
-                await trio.sleep(0.01)
+        await until(lambda: counts.held >= 1)
         assert reader.take_held() == [], "a held change would be applied before the flush"
         assert await reader.batch() == [flush]
         assert reader.take_held() == [rtt("a", "2")]
+
+
+class GatherClock(threading.Event):
+    """The reader's `_resume` on a clock the test moves: its gathering wait
+    (`wait(gather)`) ends when the event is set (a request, a watcher) or when the test lets
+    the gathering time pass (`pass_time`), never by itself; `waits` counts the waits begun
+    and `timeouts` says what each was given."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._condition = threading.Condition()
+        self._set = False
+        self._passed = 0  # the waits whose time has passed
+        self.waits = 0
+        self.timeouts: list[float | None] = []
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def set(self) -> None:
+        with self._condition:
+            self._set = True
+            self._condition.notify_all()
+
+    def clear(self) -> None:
+        with self._condition:
+            self._set = False
+
+    def wait(self, timeout: float | None = None) -> bool:
+        with self._condition:
+            self.waits += 1
+            self.timeouts.append(timeout)
+            mine = self.waits
+            self._condition.wait_for(lambda: self._set or self._passed >= mine)
+            return self._set
+
+    def pass_time(self) -> None:
+        """The gathering time of the wait under way runs out."""
+        with self._condition:
+            self._passed = self.waits
+            self._condition.notify_all()
 
 
 async def test_unwatched_lines_gather_but_answers_and_watchers_do_not_wait() -> None:
     """While nobody watches, babeld's lines wait `gather` seconds between reads (one batch,
     not one per burst); a request's answer and a new watcher end the wait at once."""
     ours, babeld = socket.socketpair()
+    counts = LineCounts()
     requests: list[str] = []
+    asked: list[int] = []  # the lines read by each time the thread asked for a request
+
+    def awaiting() -> bool:
+        asked.append(counts.lines_in)
+        return bool(requests)
+
+    clock = GatherClock()
     with ours, babeld:
-        reader = started(ours, hold=True, gather=5.0, awaiting=lambda: bool(requests))
+        reader = ThreadedReader(
+            trio.socket.from_stdlib_socket(ours),
+            LineSplitter(4096),
+            counts,
+            hold=True,
+            gather=5.0,
+            awaiting=awaiting,
+        )
+        reader._resume = clock
+        reader.start([])
         babeld.sendall(ROUTE + b"\n")
         assert await reader.batch() == [ROUTE]  # read at once; now it lets lines gather
+        await until(lambda: clock.waits == 1)
+        assert clock.timeouts == [5.0]
         second = ROUTE.replace(b"96", b"128")
         babeld.sendall(second + b"\n")
-        await trio.sleep(0.2)
         babeld.sendall(ROUTE + b"\n")
-        await nothing_within(1, reader.batch, "read before the gathering time")
+        clock.pass_time()  # gathered: both at once
+        assert await reader.batch() == [second, ROUTE]
+        assert counts.lines_in == 3
 
+        await until(lambda: clock.waits == 2)  # gathering again
+        babeld.sendall(second + b"\n")
         requests.append("interface v1x3")  # a request: the wait ends, its answer is read
         reader.wake()
         babeld.sendall(b"ok\n")
         lines: list[bytes] = []
-        with trio.fail_after(2):
+        with trio.fail_after(5):
             while b"ok" not in lines:
                 lines += await reader.batch() or []
-        assert lines == [second, ROUTE, b"ok"]
+        assert lines == [second, b"ok"]
+        await until(lambda: counts.lines_in in asked)  # after the answer: not gathering
+        assert clock.waits == 2, "gathered while a request waited"
         requests.clear()
 
-        babeld.sendall(second + b"\n")
-        with trio.fail_after(2):
-            assert await reader.batch() == [second]  # read at once, then gathering again
+        babeld.sendall(ROUTE + b"\n")
+        with trio.fail_after(5):
+            assert await reader.batch() == [ROUTE]  # read at once, then gathering again
+        await until(lambda: clock.waits == 3)
         reader.hold(False)  # a watcher: every line as it comes
-        for line in (ROUTE, second):
+        for line in (second, ROUTE):
             babeld.sendall(line + b"\n")
-            with trio.fail_after(2):
+            with trio.fail_after(5):
                 assert await reader.batch() == [line]
 
 
@@ -177,9 +245,7 @@ async def test_a_gone_neighbour_held_while_unwatched_does_not_come_back() -> Non
         babeld.sendall(ROUTE + b"\n" + rtt("a", "1").replace(b"change", b"add") + b"\n")
         assert await reader.batch() == [ROUTE, rtt("a", "1").replace(b"change", b"add")]
         babeld.sendall(rtt("a", "2") + b"\n")
-        with trio.fail_after(5):
-            while counts.held < 1:
-                await trio.sleep(0.01)
+        await until(lambda: counts.held >= 1)
         reader.begin_census()
         babeld.sendall(ROUTE.replace(b"change", b"add") + b"\nok\n")  # `dump`: no neighbour a
         assert await reader.batch() == [rtt("a", "2"), b"ok"]  # the route did not change
