@@ -60,6 +60,8 @@ class Graph:
             e.to != edge.to or e.interface != edge.interface for e in self.edges.get(node, [])
         ):
             self.edges.setdefault(node, []).append(edge)
+            # a node only another's info names (not listed, nor answered): named by its id
+            self.names.setdefault(edge.to, edge.to)
 
     def neighbours(self, node: str) -> list[Edge]:
         """The node's edges; a node whose info has not come yet borrows the reverse ones."""

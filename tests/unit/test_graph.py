@@ -126,3 +126,26 @@ def test_of_equal_paths_the_one_babeld_takes_is_shown_and_no_false_note() -> Non
     )
     lines = render_path(typed(status), "n3").splitlines()
     assert lines[1].split()[:2] == ["n1", "v4"] and "note" not in "\n".join(lines), lines
+
+
+def test_a_node_only_another_s_info_names_gets_a_path_by_its_id() -> None:
+    """A neighbour in someone's info that no status lists (hostile, or not announced yet):
+    `babblerctl path` names it by its id instead of failing (hypothesis found it)."""
+    status = {
+        "node_id": "00000000000a",
+        "name": "a",
+        "neighbours": [{"node_id": "00000000000b", "interface": "en2", "cost": 96}],
+        "nodes": [
+            {
+                "node_id": "00000000000b",
+                "name": "b",
+                "reachable": True,
+                "neighbours": [{"node_id": "0123456789ab", "interface": "en3"}],
+                "links": [],
+            }
+        ],
+    }
+    graph = Graph.from_status(status)
+    assert graph.names["0123456789ab"] == "0123456789ab"
+    steps = graph.path("0123456789ab")
+    assert steps is not None and [graph.names[e.to] for _, e in steps] == ["b", "0123456789ab"]
