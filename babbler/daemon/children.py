@@ -1,7 +1,8 @@
 """babblerd's children once forked (daemon/spawn.py): a `Child` logs its output, is waited
 for and stopped (SIGTERM, then SIGKILL after a grace); `keep_running` restarts one that exits
 with back-off (core/backoff.py), until cancelled. babeld's session and the bench responder
-both run their child this way, each with its own back-off numbers.
+both run their child this way, each with its own back-off numbers; `with_backoff` is the
+restart loop itself, which the mesh supervisor runs its babeld sessions in too.
 
 A child is waited for through a pidfd on Linux; macOS has none, and there it is polled for
 exit (POLL_INTERVAL).
@@ -13,7 +14,9 @@ import collections
 import os
 import signal
 import subprocess
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from functools import partial
 
 import structlog
 import trio
@@ -114,20 +117,43 @@ class Child:
         return False
 
 
+@dataclass(frozen=True)
+class Failed:
+    """A run that failed: how long it ran (a long run resets the back-off) and how to say
+    its end, given the pause before the next run."""
+
+    ran: float
+    say: Callable[[float], None]
+
+
+async def with_backoff(run: Callable[[], Awaitable[Failed | None]], backoff: Backoff) -> None:
+    """Run `run` again and again until cancelled: after one that failed, pause as long as
+    `backoff` says (it is told how long the run ran, and the pause is said first); after one
+    that ended without failing (None), at once. The one restart loop: `keep_running`'s and
+    the mesh supervisor's (mesh.py)."""
+    while True:
+        failed = await run()
+        if failed is None:
+            continue
+        backoff.ran(failed.ran)
+        pause = backoff.delay()
+        failed.say(pause)
+        await trio.sleep(pause)
+
+
 async def keep_running(
     start: Callable[[], subprocess.Popen[bytes]], component: str, backoff: Backoff
 ) -> None:
     """Run the child `start` forks until cancelled, then stop it; one that exits (or cannot
     be started: EnvironmentProblem) is started again after `backoff.delay()`."""
-    while True:
+
+    async def run() -> Failed:
         started = trio.current_time()
         try:
             child = Child(start(), component)
         except EnvironmentProblem as problem:
-            pause = backoff.delay()
-            log.error(f"{component} not started", error=str(problem), pause=pause)
-            await trio.sleep(pause)
-            continue
+            said = partial(log.error, f"{component} not started", error=str(problem))
+            return Failed(0.0, lambda pause: said(pause=pause))
         log.info(f"{component} started", pid=child.pid)
         try:
             async with trio.open_nursery() as nursery:
@@ -136,10 +162,10 @@ async def keep_running(
         finally:
             with trio.CancelScope(shield=True):
                 await child.stop()
-        backoff.ran(trio.current_time() - started)
-        pause = backoff.delay()
         # SIGTERM from outside is a stop, not a failure: systemd signals the whole service
         # group when it stops babblerd, and the child may go before babblerd cancels it.
-        said = log.info if status == -signal.SIGTERM else log.warning
-        said(f"{component} {exit_text(status)}", output=child.output(), pause=pause)
-        await trio.sleep(pause)
+        say = log.info if status == -signal.SIGTERM else log.warning
+        ended = partial(say, f"{component} {exit_text(status)}", output=child.output())
+        return Failed(trio.current_time() - started, lambda pause: ended(pause=pause))
+
+    await with_backoff(run, backoff)

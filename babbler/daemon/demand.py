@@ -9,13 +9,16 @@ nursery it is given. While it runs, `say_lonely_links` logs a used link with no 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
 
 import structlog
 import trio
 
 from babbler.core.config import Config
+from babbler.core.links import Link
 from babbler.core.lonely import CAUSES, LonelyLinks
+from babbler.core.table import MeshTable
 from babbler.daemon.wakeup import Signal
 
 log = structlog.get_logger("babbler.daemon")
@@ -35,6 +38,13 @@ class Demand:
 
     def wanted(self) -> bool:
         return self._config().mode == "always" or self._subscribers() > 0
+
+    def say(self, active: bool) -> None:
+        log.info(
+            "mesh " + ("demanded" if active else "released"),
+            mode=self._config().mode,
+            subscribers=self._subscribers(),
+        )
 
     async def until(self, condition: Callable[[], bool]) -> None:
         while not condition():
@@ -59,22 +69,43 @@ async def run_mesh(
     with the mesh into a nursery, linger, cancel it, `set_active(False)`; forever."""
     while True:
         await demand.until(demand.wanted)
+        demand.say(True)
         await set_active(True)
         async with trio.open_nursery() as nursery:
             await start(nursery)
             await demand.until_released()
             nursery.cancel_scope.cancel()
+        demand.say(False)
         await set_active(False)
 
 
-async def say_lonely_links(used: Callable[[], set[str]], met: Callable[[], set[str]]) -> None:
-    """While the mesh runs: a link babeld uses (`used`: up ones), without a neighbour
-    (`met`: the links babeld lists one on) for a while is logged once with the likely
-    causes (core/lonely.py), and again when one comes."""
+@dataclass(frozen=True)
+class Cables:
+    """What the lonely-links check reads (a port)."""
+
+    told: Callable[[], Iterable[str]]  # the links babeld was told to use (mesh.py)
+    links: Callable[[], Mapping[str, Link]]  # as last read
+    table: Callable[[], MeshTable]  # babeld's: its neighbours
+
+
+def used(cables: Cables) -> set[str]:
+    """The links babeld uses that are up."""
+    links = cables.links()
+    return {name for name in cables.told() if (link := links.get(name)) and link.up}
+
+
+def met(cables: Cables) -> set[str]:
+    """The links babeld lists a neighbour on."""
+    return {e.field("if") or "" for e in cables.table().entries("neighbour")} - {""}
+
+
+async def say_lonely_links(cables: Cables) -> None:
+    """While the mesh runs: a link babeld uses (up ones), without a neighbour for a while is
+    logged once with the likely causes (core/lonely.py), and again when one comes."""
     lonely = LonelyLinks()
     while True:
         await trio.sleep(LONELY_CHECK)
-        quiet, found = lonely.check(trio.current_time(), used(), met())
+        quiet, found = lonely.check(trio.current_time(), used(cables), met(cables))
         for name in quiet:
             log.warning(f"no neighbour on {name} for {lonely.quiet:g} s", causes=CAUSES)
         for name in found:

@@ -9,9 +9,9 @@ announcements of our range under an id this process ran are our own echoes, neve
 collision; under an id of an earlier run, only for a while (collision.echo_time), since a
 clone of this machine's disk holds those ids too and may still run one of them.
 
-The daemon feeds every route change to `observe`; when another router lastingly announces
-our range (collision.py says when), the daemon calls `reroll`, which takes a new random
-node id and persists it, at most MAX_REROLLS times in REROLL_WINDOW.
+moves.py feeds every route change to `observe`; when another router lastingly announces
+our range (collision.py says when), it calls `reroll`, which takes a new random node id
+and persists it, at most MAX_REROLLS times in REROLL_WINDOW, and sets what follows going.
 """
 
 from __future__ import annotations

@@ -131,7 +131,7 @@ class Ipv4Service:
     async def check_clash(self) -> None:
         """Read the host's IPv4 routes; a clash that starts or ends restarts babeld. Routes
         that cannot be read leave the last verdict standing, and `read_problem` says why
-        (the daemon's reconcile reports it: lifecycle.py)."""
+        (the daemon's reconcile reports it: reconcile.py)."""
         self.read_problem = None
         if self.state.prefix is None:
             return

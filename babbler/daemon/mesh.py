@@ -25,6 +25,7 @@ from babbler.core.table import Applied, MeshTable
 from babbler.daemon.babeld.control import BabeldControl, LineCounts, refused
 from babbler.daemon.babeld.launch import Launch
 from babbler.daemon.babeld.session import Deadlines, Ended, Hooks, Session
+from babbler.daemon.children import Failed, with_backoff
 from babbler.daemon.links.kernel import Kernel
 from babbler.daemon.wakeup import Signal, wait_any
 
@@ -167,36 +168,37 @@ class Mesh:
     # -- supervision -------------------------------------------------------------------------
 
     async def run_while_active(self) -> None:
-        """Run babeld until cancelled, restarting it with back-off. Leaves no babeld behind."""
+        """Run babeld until cancelled, restarting it with back-off (children.py's loop).
+        Leaves no babeld behind."""
         tunables = self.tunables
         backoff = Backoff(
             tunables.backoff_first, tunables.backoff_cap, stable=tunables.stable_period
         )
         try:
-            while True:
-                first = await self._wait_for_interface()
-                self._set_state(STARTING if self.state in (IDLE, WAITING) else RESTARTING)
-                ended = await self._one_session(first)
-                ran = (
-                    0.0
-                    if self._running_since is None
-                    else trio.current_time() - self._running_since
-                )
-                self._running_since = None
-                if not ended.failed:
-                    log.info("restarting babeld", reason=ended.reason)
-                    continue
-                self.last_error, self._last_error_at = ended.reason, trio.current_time()
-                log.error("babeld failed", error=ended.reason, restarts=self.restarts + 1)
-                self.restarts += 1
-                backoff.ran(ran)
-                delay = backoff.delay()
-                self._set_state(RESTARTING)
-                self.host.report(MESH_CHANGED)
-                log.info("restarting babeld", delay=delay)
-                await trio.sleep(delay)
+            await with_backoff(self._run_once, backoff)
         finally:
             self._set_state(IDLE)
+
+    async def _run_once(self) -> Failed | None:
+        """One babeld session, once a link is usable: how it failed (None: it was ended, to
+        start again at once)."""
+        first = await self._wait_for_interface()
+        self._set_state(STARTING if self.state in (IDLE, WAITING) else RESTARTING)
+        ended = await self._one_session(first)
+        ran = self.running_for()
+        self._running_since = None
+        if not ended.failed:
+            log.info("restarting babeld", reason=ended.reason)
+            return None
+        self.last_error, self._last_error_at = ended.reason, trio.current_time()
+        log.error("babeld failed", error=ended.reason, restarts=self.restarts + 1)
+        self.restarts += 1
+        return Failed(ran, self._restarting)
+
+    def _restarting(self, delay: float) -> None:
+        self._set_state(RESTARTING)
+        self.host.report(MESH_CHANGED)
+        log.info("restarting babeld", delay=delay)
 
     async def _one_session(self, first: str) -> Ended:
         adopted = self.host.adopt()

@@ -8,12 +8,18 @@ Here a kernel that fails or hangs is taken: a read that fails (or hangs: links/k
 `Guarded`) ends the pass with the last good state kept, what the pass met shows as
 `kernel_problem` and is logged once, and `retry` tries again with back-off
 (core/kernelhealth.py).
+
+The cables are followed here too (`follow_cables`): babeld's links and neighbours coming or
+going (`cables_changed`), a cable kept after its neighbour left coming due, and another
+node's answer that moves our IPv4 node address or offers a cable size (`node_answered`)
+each lead to a pass.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import structlog
 import trio
@@ -23,7 +29,7 @@ from babbler.core.addrplan import AddressPlan, IndexBook, plan, wanted_addresses
 from babbler.core.config import Config
 from babbler.core.errors import KernelError
 from babbler.core.kernelhealth import KernelHealth
-from babbler.core.links import Link, Selector, diff, keep_speeds
+from babbler.core.links import Link, Selector, diff, keep_speeds, usable_names
 from babbler.core.table import MeshTable
 from babbler.daemon.hostcare import HostCare
 from babbler.daemon.ipv4_service import Ipv4Service
@@ -49,7 +55,7 @@ class MeshReads:
 
 class Reconcile:
     """Owns the links as last read, the address numbers (`book`) and whether the mesh is
-    on (`active`, set by the mesh's owner before it refreshes)."""
+    on (`active`: `set_active`, by the mesh's owner)."""
 
     def __init__(
         self,
@@ -69,14 +75,24 @@ class Reconcile:
         self.active = False
         self.links_changed = Signal()
         self._lock = trio.Lock()
-        self._retry = trio.Event()  # a pass failed: `retry` tries again
-        self._retry_in = 0.0
+        self.cables_changed = Signal()  # babeld's links or neighbours came or went
+        self._failed = Signal()  # a pass failed: `retry` tries again
+        self._retry_in: float | None = None  # after the last pass; None: it went through
         self._unmatched: list[str] = []
 
     @property
     def selector(self) -> Selector:
         config = self._mesh.config()
         return Selector(config.interface, config.exclude)
+
+    def usable_names(self) -> set[str]:
+        """The links babeld may use, as last read."""
+        return usable_names(self.links, self.selector)
+
+    async def set_active(self, active: bool) -> None:
+        """The mesh runs, or not (demand.py): the addresses follow."""
+        self.active = active
+        await self.refresh()
 
     async def refresh(self) -> None:
         """Re-read the links, bring the addresses to the plan, tell followers. Raises
@@ -97,8 +113,10 @@ class Reconcile:
         """After a pass the kernel spoiled, another after the back-off, until one goes
         through (nothing else may come: a quiet host sends no event)."""
         while True:
-            await self._retry.wait()
-            self._retry = trio.Event()
+            failed = self._failed.event()
+            if self._retry_in is None:
+                await failed.wait()
+                continue
             await trio.sleep(self._retry_in)
             await self.refresh()
 
@@ -107,15 +125,33 @@ class Reconcile:
             await self._kernel.wait_for_change()
             await self.refresh()
 
+    async def follow_cables(self) -> None:
+        """babeld's links and neighbours make the cable addresses (and their sizes): a
+        pass when they change, when a cable held after its neighbour left is due to go, and
+        after an IPv4 node address moved."""
+        while True:
+            changed = self.cables_changed.event()
+            with trio.move_on_at(self._ipv4.next_expiry()):
+                await changed.wait()
+            await self.refresh()
+
+    def node_answered(self, node: int, info: dict[str, Any]) -> None:
+        """Another node's info came: it may hold our IPv4 node address (a collision), or
+        the size it offers on a cable to this node: a pass now."""
+        if self._ipv4.collision(node, info, self._mesh.node_id()):
+            self.cables_changed.notify()  # re-address now
+        elif self.active and self._host.mtu_targets(self.links):
+            self.cables_changed.notify()  # resize now
+
     def _kernel_checked(self, problems: list[str]) -> None:
         verdict = self.health.after_pass(problems)
         for problem in verdict.said:
             log.error("kernel failed; last good state kept, retrying", problem=problem)
         if verdict.recovered:
             log.info("kernel answers again", failed_passes=verdict.recovered)
+        self._retry_in = verdict.retry_in
         if verdict.retry_in is not None:
-            self._retry_in = verdict.retry_in
-            self._retry.set()
+            self._failed.notify()
 
     async def _pass(self, problems: list[str]) -> None:
         """One pass of `refresh`; what fails on the way without ending it goes into

@@ -666,7 +666,7 @@ async def test_a_thunderbolt_cable_takes_the_far_ends_size_and_a_refusal_is_said
             await eventually(lambda: daemon.mesh.state == "running")
             with structlog.testing.capture_logs() as logs:
                 daemon.nodes.book.nodes[FAR] = far_end(9000)
-                daemon.cables_changed.notify()  # as a far end's answer does
+                daemon.reconcile.cables_changed.notify()  # as a far end's answer does
                 await reconciles(kernel)  # each sizes the cable again
             refused = [e for e in logs if e["event"] == "cannot set MTU"]
             if isinstance(kernel, StubbornKernel):

@@ -7,9 +7,10 @@ import subprocess
 from pathlib import Path
 
 import trio
+import trio.testing
 
 from babbler.core.backoff import Backoff
-from babbler.daemon.children import keep_running
+from babbler.daemon.children import Failed, keep_running, with_backoff
 from babbler.daemon.spawn import process_name, spawn
 
 
@@ -70,3 +71,26 @@ async def test_a_child_ended_by_sigterm_from_outside_is_no_warning(tmp_path: Pat
     ended = [e for e in logs if e["event"].startswith("test child killed")]
     assert ended and ended[0]["event"] == "test child killed by SIGTERM", logs
     assert ended[0]["log_level"] == "info"
+
+
+async def test_the_restart_loop_pauses_only_after_a_failed_run(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """`with_backoff`, the loop `keep_running` and the mesh supervisor share: a run that ended
+    without failing starts again at once; a failed one is said with its pause, which doubles
+    unless the run lasted `stable` seconds."""
+    said: list[float] = []
+    ends = [None, Failed(0.0, said.append), None, Failed(9.0, said.append)]
+    ends.append(Failed(1.0, said.append))
+    starts: list[float] = []
+
+    async def run() -> Failed | None:
+        starts.append(trio.current_time())
+        if not ends:
+            await trio.sleep_forever()
+        return ends.pop(0)
+
+    with trio.move_on_after(100):
+        await with_backoff(run, Backoff(first=1.0, cap=8.0, stable=5.0))
+    assert said == [1.0, 1.0, 2.0]  # the 9 s run reset the back-off, the 1 s one did not
+    assert [t - starts[0] for t in starts] == [0.0, 0.0, 1.0, 1.0, 2.0, 4.0]

@@ -58,7 +58,7 @@ class NodeService:
         self._hold = hold  # seconds without a route before a node is down (config.down_hold)
         self._ask_node = asker  # one exchange with a node (tests: a fake node elsewhere)
         self.book = NodeBook(me())
-        self._routes_changed = trio.Event()
+        self._changed = Signal()  # routes changed, an ask ended, nodes to ask again
         # The nodes `watch` clients were last told of; None while nobody watches.
         self._published: list[dict[str, Any]] | None = None
         self._said: set[tuple[int, str]] = set()  # (node, kind) of failed asks logged
@@ -67,14 +67,18 @@ class NodeService:
         """`status.nodes`."""
         return self.book.view(trio.current_time())
 
+    def infos(self) -> list[tuple[int, dict[str, Any]]]:
+        """Each node's last info answer, with its node id (host care sizes cables by them)."""
+        return [(n.node_id, n.info) for n in self.book.nodes.values() if n.info is not None]
+
     def routes_changed(self) -> None:
-        self._routes_changed.set()
+        self._changed.notify()
 
     def ask_again(self, nodes: Iterable[int]) -> None:
         """Ask these nodes again soon (book.changed)."""
         for node in nodes:
             self.book.changed(node, trio.current_time())
-        self._routes_changed.set()
+        self._changed.notify()
 
     def watchers_changed(self) -> None:
         """A `watch` client came or the last one went: the first one's snapshot was made just
@@ -105,6 +109,7 @@ class NodeService:
         limiter = trio.CapacityLimiter(ASKS)
         async with trio.open_nursery() as asks:
             while True:
+                changed = self._changed.event()  # before the reads: no change missed
                 now = trio.current_time()
                 self.book.me, self.book.hold = self._me(), self._hold()
                 self.book.update_routes(list(self._routes()), now)
@@ -114,8 +119,7 @@ class NodeService:
                 self._publish()
                 wake = self.book.next_change()
                 with trio.move_on_at(math.inf if wake is None else wake):
-                    await self._routes_changed.wait()
-                self._routes_changed = trio.Event()
+                    await changed.wait()
                 await trio.sleep(COALESCE)  # route changes come in bursts
 
     async def _ask(self, node: int, limiter: trio.CapacityLimiter) -> None:
@@ -138,7 +142,7 @@ class NodeService:
                 self._log_once(node, type(error).__name__, error)
             else:
                 self._said = {(n, kind) for n, kind in self._said if n != node}
-        self._routes_changed.set()
+        self._changed.notify()
 
     def _log_once(self, node: int, kind: str, error: Exception) -> None:
         """Say a failed ask once for each node and kind, until the node answers well."""
