@@ -4,6 +4,7 @@ failure in CI (where scripts/setup --test installs them)."""
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -57,6 +58,17 @@ def mlx() -> None:
         if found == MLX_VERSION:
             return
         message = f"mlx {found} installed, the tests pin {MLX_VERSION}"
+    if os.environ.get("CI"):
+        pytest.fail(f"CI is set but {message}")
+    pytest.skip(message)
+
+
+def netifaces() -> None:
+    """Skip (fail when CI is set) unless netifaces is importable: babblerd's macOS backend,
+    which the macOS lab runs on Linux, reads addresses with it."""
+    if importlib.util.find_spec("netifaces") is not None:
+        return
+    message = "netifaces not installed (scripts/setup --test installs netifaces-plus)"
     if os.environ.get("CI"):
         pytest.fail(f"CI is set but {message}")
     pytest.skip(message)

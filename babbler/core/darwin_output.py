@@ -168,8 +168,9 @@ class IfconfigState:
     speed_mbps: int | None = None  # from the `media:` line, when it names a speed
 
 
-def ifconfig_states(ifconfig_text: str) -> dict[str, IfconfigState]:
-    """`ifconfig` (all interfaces) -> each interface's state."""
+def ifconfig_blocks(ifconfig_text: str) -> dict[str, list[str]]:
+    """`ifconfig` (all interfaces) -> each interface's lines, in the order it lists them
+    (the order of `ifconfig -l`)."""
     blocks: dict[str, list[str]] = {}
     for line in ifconfig_text.splitlines():
         header = IFCONFIG_HEADER.match(line)
@@ -177,13 +178,20 @@ def ifconfig_states(ifconfig_text: str) -> dict[str, IfconfigState]:
             blocks[header.group(1)] = [line]
         elif blocks and line[:1].isspace():
             blocks[next(reversed(blocks))].append(line)
-    return {name: _ifconfig_state(lines) for name, lines in blocks.items()}
+    return blocks
+
+
+def ifconfig_states(ifconfig_text: str) -> dict[str, IfconfigState]:
+    """`ifconfig` (all interfaces) -> each interface's state."""
+    blocks = ifconfig_blocks(ifconfig_text)
+    return {name: ifconfig_state(lines) for name, lines in blocks.items()}
 
 
 IFCONFIG_HEADER = re.compile(r"^(\S+): flags=\w+<([^>]*)>(?: mtu (\d+))?")
 
 
-def _ifconfig_state(lines: list[str]) -> IfconfigState:
+def ifconfig_state(lines: list[str]) -> IfconfigState:
+    """One interface's block of `ifconfig` (its header line first) -> its state."""
     header = IFCONFIG_HEADER.match(lines[0])
     assert header is not None
     active, link_local, speed = None, False, None

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol
@@ -23,6 +24,11 @@ from babbler.host.record import FILE, LINUX_BOOT, PROC_SYS, read_record
 # networksetup in links/darwin.py) may take: they answer in milliseconds (networksetup in
 # ~0.1 s), so one that takes 3 s hangs. It is ended, and its caller sees it failed.
 COMMAND_TIMEOUT = 3.0
+# How long a value sysctl(8) read or wrote is taken as current. A pass (every 2 s and at
+# each event) checks macOS's four settings, each a sysctl(8) process: in a 10-node macOS
+# lab those reads were a third of the idle CPU. A setting someone changes by hand is seen
+# within this; the stop reads each afresh before putting it back.
+READ_FOR = 10.0
 
 
 def _read(path: Path) -> str | None:
@@ -74,15 +80,27 @@ class SysctlCommand:
 
     boot_name = "kern.bootsessionuuid"
 
-    def __init__(self, run: Run = _run) -> None:
+    def __init__(self, run: Run = _run, clock: Callable[[], float] = time.monotonic) -> None:
         self._run = run
+        self._clock = clock
+        self._known: dict[str, tuple[float, str]] = {}  # name -> (when, value)
 
     def read(self, name: str) -> str | None:
+        known = self._known.get(name)
+        if known is not None and self._clock() - known[0] < READ_FOR:
+            return known[1]
         try:
             done = self._run(["sysctl", "-n", name])
         except (OSError, subprocess.SubprocessError):  # no sysctl(8), or it hung
             return None
-        return done.stdout.strip() if done.returncode == 0 and done.stdout.strip() else None
+        value = done.stdout.strip() if done.returncode == 0 and done.stdout.strip() else None
+        if value is not None:
+            self._known[name] = (self._clock(), value)
+        return value
+
+    def forget(self) -> None:
+        """Read every setting afresh from now on (before putting them back)."""
+        self._known.clear()
 
     def write(self, name: str, value: str) -> None:
         try:
@@ -92,7 +110,9 @@ class SysctlCommand:
         except subprocess.SubprocessError as error:
             raise OSError(str(error)) from None
         if done.returncode != 0:
+            self._known.pop(name, None)
             raise OSError(done.stderr.strip() or f"sysctl -w {name}={value} failed")
+        self._known[name] = (self._clock(), value)
 
 
 class Sysctls:
@@ -153,6 +173,8 @@ class Sysctls:
         """Put back what babblerd changed (all, or `names`) where the setting still holds
         babblerd's value; returns the names put back."""
         done = []
+        if isinstance(self._settings, SysctlCommand):
+            self._settings.forget()  # what a setting holds now, not what it held a while ago
         order = list(reversed(self.changed)) if names is None else names  # last set, first back
         for name in order:
             before, ours = self.changed.pop(name, (None, None))

@@ -9,7 +9,8 @@ and only if it names this lab's namespaces and directories (`record`).
 
 Modules: `topology` (pure: edges, names, hops), `netns` (namespaces and links), `processes`
 (the daemons), `probe` (status, pings, waiting for the mesh), `node` (one node's record),
-`files` (the lab's directories and files, checked), `record` (pure: what lab.json may hold).
+`files` (the lab's directories and files, checked), `record` (pure: what lab.json may hold),
+`macos/` (nodes that act as Macs: `--platform macos`, docs/macos.md).
 """
 
 from __future__ import annotations
@@ -27,12 +28,22 @@ from typing import Any
 
 from babbler.client import ask
 from babbler.lab import files, netns, probe
+from babbler.lab.macos import node as mac
 from babbler.lab.node import Node
-from babbler.lab.processes import Daemons, end
+from babbler.lab.processes import Daemons, alive, end, end_all_in
 from babbler.lab.record import MAX_NODES, check_record, netns_name, node_base
 from babbler.lab.topology import TOPOLOGIES, LabError, LabNotUp, edges, farthest_from, link_name
 
-__all__ = ["TOPOLOGIES", "Lab", "LabError", "LabNotUp", "Node", "farthest", "link_name"]
+__all__ = [
+    "PLATFORMS",
+    "TOPOLOGIES",
+    "Lab",
+    "LabError",
+    "LabNotUp",
+    "Node",
+    "farthest",
+    "link_name",
+]
 
 # Root's: /run is root's alone (no other user can make or swap a name in it, as anyone can
 # in /tmp) and empties at boot, as the namespaces do.
@@ -48,6 +59,14 @@ LINK_GLOB = "v*"
 # and some did not serve within 15 s. Up to this many start together; the rest follow as
 # those serve. Rings of up to 16, as the tests and benchmarks run them, still start at once.
 STARTING_AT_ONCE = 16
+# What each node acts as: every one Linux or macOS, or mixed (odd nodes Linux, even macOS).
+PLATFORMS = ("linux", "macos", "mixed")
+
+
+def node_platform(platform: str, index: int) -> str:
+    if platform == "mixed":
+        return "linux" if index % 2 else "macos"
+    return platform
 
 
 @dataclass
@@ -109,9 +128,22 @@ class Lab:
 
     @classmethod
     def create(
-        cls, name: str, nodes: int, topology: str, daemon_args: list[str], real_links: bool = False
+        cls,
+        name: str,
+        nodes: int,
+        topology: str,
+        daemon_args: list[str],
+        real_links: bool = False,
+        platform: str = "linux",
+        bridged: bool = False,
+        speed_gbps: int = 40,
     ) -> Lab:
-        """Namespaces and links only; `start` runs the daemons. Cleans up after itself on error."""
+        """Namespaces and links only; `start` runs the daemons. Cleans up after itself on
+        error. `platform`: what the nodes act as (PLATFORMS); macOS nodes get a Mac's links
+        (lab/macos/), their Thunderbolt ports in bridge0 when `bridged`, as on a new Mac,
+        described as Thunderbolt links of `speed_gbps`."""
+        if platform not in PLATFORMS:
+            raise LabError(f"--platform must be one of {', '.join(PLATFORMS)}")
         if not re.fullmatch(r"[A-Za-z0-9_]{1,24}", name):
             raise LabError(f"lab name must be 1-24 letters, digits or _, got {name!r}")
         if not 1 <= nodes <= MAX_NODES:
@@ -128,41 +160,93 @@ class Lab:
         )
         try:
             for i in range(1, nodes + 1):
-                node = Node(i, netns_name(name, i), node_base(str(lab.base), i))
+                acts = node_platform(platform, i)
+                node = Node(i, netns_name(name, i), node_base(str(lab.base), i), platform=acts)
                 files.make_dir(Path(node.base))
                 netns.add_namespace(node.netns, real_links)
                 lab.nodes.append(node)
                 lab.save()
+                if node.macos:
+                    mac.shape(node.netns)
             for a, b in lab.links:
-                lab.add_link(a, b)
+                lab.add_link(a, b, bridged=bridged)
+            for node in lab.nodes:
+                if node.macos:
+                    lab.start_commands(node, speed_gbps)
         except BaseException:
             lab.down()
             raise
         return lab
 
-    def add_link(self, a: int, b: int, prefix: str = "v") -> None:
+    def end_name(self, a: int, b: int, prefix: str = "v") -> str:
+        """The name of node a's end of its link to b: `v1x2` on Linux, `en2`... on macOS."""
+        node = self.nodes[a - 1]
+        return (
+            mac.port_name(node, link_name(a, b, prefix)) if node.macos else link_name(a, b, prefix)
+        )
+
+    def add_link(self, a: int, b: int, prefix: str = "v", bridged: bool = False) -> None:
         """A veth link between nodes a and b; links of another `prefix` form a second set
-        (the daemons use `v*` only unless started with `--interface PREFIX*`)."""
+        (the Linux daemons use `v*` only unless started with `--interface PREFIX*`; macOS
+        ones every Thunderbolt port). `bridged`: a macOS end joins bridge0."""
+        names = (self.end_name(a, b, prefix), self.end_name(b, a, prefix))
         ends = (a, self.nodes[a - 1].netns, b, self.nodes[b - 1].netns, prefix)
-        netns.add_link(*ends, up=not self.real_links)
+        netns.add_link(*ends, up=False, names=names)
+        for node, port in zip((self.nodes[a - 1], self.nodes[b - 1]), names, strict=True):
+            if node.macos and bridged:
+                mac.bridge_port(node.netns, port)
+        if not self.real_links:
+            netns.plug(*ends, names=names)
+        self.save()
+
+    def plug(self, a: int, b: int, up: bool = True, prefix: str = "v") -> None:
+        """The cable between nodes a and b plugged in (`up`), or pulled out."""
+        names = (self.end_name(a, b, prefix), self.end_name(b, a, prefix))
+        ends = (a, self.nodes[a - 1].netns, b, self.nodes[b - 1].netns, prefix)
+        netns.plug(*ends, names=names, up=up)
 
     def plug_all(self) -> None:
         """Every link's ends up (real links are created down)."""
         for a, b in self.links:
-            netns.plug(a, self.nodes[a - 1].netns, b, self.nodes[b - 1].netns)
+            self.plug(a, b)
+
+    def far_ends(self, node: Node) -> dict[str, Node]:
+        """Node's link ends -> the node at the other end."""
+        out = {}
+        for a, b in self.links:
+            for here, there in ((a, b), (b, a)):
+                if here == node.index:
+                    out[self.end_name(here, there)] = self.nodes[there - 1]
+        return out
+
+    def start_commands(self, node: Node, speed_gbps: int = 40) -> None:
+        """A macOS node's commands: its description, its command server, the commands on
+        its PATH; returns once they answer."""
+        mac.describe(self.name, node, self.far_ends(node), speed_gbps)
+        mac.install_commands(node)
+        log = Path(node.base) / "macos-server.log"
+        node.helper_pid = self.daemons.spawn(mac.server_command(node), log)
+        self.save()
+        mac.wait_answering(node)
 
     def down(self) -> None:
-        """Stop every daemon we started, any babeld they left, delete namespaces and files."""
+        """Stop every daemon we started, any babeld they left, and whatever else runs in the
+        lab's namespaces (a babblerd started by hand through `exec`: it would start babeld
+        again once its namespace is gone); delete namespaces and files."""
         for node in self.nodes:
             if node.pid is not None:
                 end(node.pid, "babbler.daemon.cli", node.netns)
                 self.daemons.reap(node.pid)
+            if node.helper_pid is not None:
+                end(node.helper_pid, mac.SERVER, node.netns)
+                self.daemons.reap(node.helper_pid)
             try:  # the daemon's file: it may run as another user (as its unit does)
                 pid_file = node.run_dir / "private" / "babeld.pid"
                 babeld = int(files.read_file(pid_file, PID_FILE_LIMIT, owned=False))
                 end(babeld, "babeld", node.netns)
             except (OSError, ValueError, LabError):
                 pass
+            end_all_in(node.netns)
         netns.delete_namespaces([node.netns for node in self.nodes])
         shutil.rmtree(self.base, ignore_errors=True)
 
@@ -177,20 +261,44 @@ class Lab:
     def spawn(self, node: Node, extra: list[str] | None = None, prefix: Sequence[str] = ()) -> None:
         """Start babblerd in the node's namespace without waiting for it (see `start`); it
         makes its run and state directories itself. Raises LabError for an unsafe log."""
-        program = ("ip", "netns", "exec", node.netns, *prefix, sys.executable, "-m")
+        environment = [f"{k}={v}" for k, v in mac.environment(node).items()] if node.macos else []
+        where = ("ip", "netns", "exec", node.netns, *prefix)
+        program = (*where, *(["env", *environment] if environment else []), sys.executable, "-m")
         args = [*program, "babbler.daemon.cli", *self.daemon_command_line(node, extra)]
         node.pid = self.daemons.spawn(args, node.log)
         self.save()
 
     def daemon_command_line(self, node: Node, extra: list[str] | None = None) -> list[str]:
         """The flags babblerd gets on `node` (after the program's name)."""
+        # A macOS node picks its links itself: every Thunderbolt port (networksetup)
+        chosen = ("--platform", "macos") if node.macos else ("--interface", LINK_GLOB)
         return [
             *("--run-dir", str(node.run_dir), "--state-dir", str(node.state_dir)),
-            *("--interface", LINK_GLOB, "--log-format", "json"),
+            *chosen,
+            *("--log-format", "json"),
             *("--name", node.name),  # the namespaces share one host name
             *self.daemon_args,
             *(extra or []),
         ]
+
+    def running(self, node: Node) -> bool:
+        """The node's babblerd, as recorded, still runs (also one another process started)."""
+        return node.pid is not None and alive(node.pid, "babbler.daemon.cli", node.netns)
+
+    def stop(self, node: Node) -> None:
+        """End the node's babblerd (SIGTERM: a clean stop). Its babeld goes with it."""
+        if node.pid is not None:
+            end(node.pid, "babbler.daemon.cli", node.netns)
+            self.daemons.reap(node.pid)
+            node.pid = None
+            self.save()
+
+    def cable(self, a: int, b: int) -> tuple[int, int]:
+        """The lab's link between nodes a and b, as it records it. Raises LabError."""
+        for pair in ((a, b), (b, a)):
+            if pair in self.links:
+                return pair
+        raise LabError(f"no cable between n{a} and n{b} in lab {self.name}")
 
     def exited(self, node: Node) -> int | None:
         """The exit status of a daemon this process started, or None while it runs."""
@@ -222,6 +330,10 @@ class Lab:
         return value
 
     def exec(self, node: Node, *cmd: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+        """Run `cmd` in the node's namespace (a macOS node's: with its commands first on
+        PATH and babblerctl checking as macOS)."""
+        if node.macos:
+            cmd = ("env", *(f"{k}={v}" for k, v in mac.environment(node).items()), *cmd)
         return probe.exec_in(node, *cmd, timeout=timeout)
 
     def ping(self, source: Node, address: str, wait: float = 1) -> bool:

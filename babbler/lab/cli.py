@@ -22,8 +22,10 @@ from babbler.core.config import (
 )
 from babbler.core.errors import BabblerError
 from babbler.core.graph import Graph, to_dot
-from babbler.lab import TOPOLOGIES, Lab, LabError, LabNotUp, Node, farthest, wait
+from babbler.lab import PLATFORMS, TOPOLOGIES, Lab, LabError, LabNotUp, Node, farthest, wait
 from babbler.lab.capacity import too_big
+from babbler.lab.macos import node as mac
+from babbler.lab.macos.node import SPEEDS
 from babbler.ui.command import render_svg, run_command, versioned
 from babbler.ui.render import render_path, render_status
 
@@ -96,6 +98,9 @@ def _bring_up(
     key_file: Path | None = None,
     real_links: bool = False,
     carrier_delay: float = 0.0,
+    platform: str = "linux",
+    bridged: bool = False,
+    speed: int = 40,
 ) -> Lab:
     daemon_args = ["--mode", mode] + (["--hello-interval", f"{hello:g}"] if hello else [])
     daemon_args += ["--key-file", str(key_file)] if key_file else []
@@ -103,16 +108,22 @@ def _bring_up(
     if warning:
         click.echo(f"babbler-lab: note: {warning}", err=True)
     started = time.monotonic()
-    lab = Lab.create(name, nodes, topology, daemon_args, real_links)
+    lab = Lab.create(name, nodes, topology, daemon_args, real_links, platform, bridged, speed)
     try:
         lab.start_all()
         if real_links:  # the cables are plugged in once every babblerd runs
             time.sleep(carrier_delay)
             lab.plug_all()
+        acting = "" if platform == "linux" else f", {platform} nodes"
         click.echo(
-            f"lab {name}: {nodes} nodes, {topology}, babblerd serving on all "
+            f"lab {name}: {nodes} nodes, {topology}{acting}, babblerd serving on all "
             f"({time.monotonic() - started:.2f} s)"
         )
+        if bridged and platform != "linux":
+            click.echo(
+                f"lab {name}: the macOS nodes' Thunderbolt ports are in bridge0, as on a new"
+                " Mac: `babbler-lab exec NODE -- babblerctl doctor` says how to take them out"
+            )
         click.echo(f"lab {name}: logs in {lab.base}/n*/babblerd.log")
         if wait:
             lab.wait_reachable(wait)
@@ -160,6 +171,24 @@ up_options = [
         type=click.Choice(MODES),
         help="babblerd --mode on every node",
     ),
+    click.option(
+        "--platform",
+        default="linux",
+        show_default=True,
+        type=click.Choice(PLATFORMS),
+        help="what the nodes act as: macos runs babblerd's macOS code path over commands that"
+        " act and print as a Mac's (ifconfig, netstat, networksetup...); mixed: odd nodes"
+        " Linux, even nodes macOS (docs/macos.md)",
+    ),
+    click.option(
+        "--thunderbolt",
+        "speed",
+        default="4",
+        show_default=True,
+        type=click.Choice(["4", "5"]),
+        help="macOS nodes: the Thunderbolt their cables are (4: 40 Gb/s, 5: 80 Gb/s), as"
+        " system_profiler describes them",
+    ),
 ]
 
 
@@ -197,6 +226,12 @@ def _with(options: list[Callable[[F], F]]) -> Callable[[F], F]:
     "plugged in once every babblerd runs [default: up from the start, without DAD]",
 )
 @click.option(
+    "--unbridged",
+    is_flag=True,
+    help="macOS nodes: their Thunderbolt ports out of bridge0 from the start [default: in"
+    " it, as on a new Mac]",
+)
+@click.option(
     "--carrier-delay",
     type=click.FloatRange(0, 60),
     default=0.0,
@@ -213,6 +248,9 @@ def up(
     key_file: Path | None,
     real_links: bool,
     carrier_delay: float,
+    platform: str,
+    speed: str,
+    unbridged: bool,
 ) -> None:
     """Create the namespaces and links and start babblerd on every node."""
     if mode == "on-demand" and wait:
@@ -223,7 +261,18 @@ def up(
     _need_root()
     _guard(
         lambda: _bring_up(
-            name, nodes, topology, hello_interval, mode, wait, key_file, real_links, carrier_delay
+            name,
+            nodes,
+            topology,
+            hello_interval,
+            mode,
+            wait,
+            key_file,
+            real_links,
+            carrier_delay,
+            platform,
+            bridged=platform != "linux" and not unbridged,
+            speed=SPEEDS[int(speed) - 4],
         )
     )
 
@@ -271,6 +320,8 @@ def lab_exec(name: str, node: str, command: tuple[str, ...]) -> None:
     def go() -> None:
         target = Lab.load(name).node(node)
         os.environ["BABBLER_SOCKET"] = str(target.socket)  # babblerctl talks to this node
+        if target.macos:  # its commands (ifconfig...) first, and babblerctl checks as macOS
+            os.environ.update(mac.environment(target))
         here = str(Path(sys.executable).parent)  # the venv's bin: babblerctl, babblerd
         os.environ["PATH"] = os.pathsep.join([here, os.environ.get("PATH", "/usr/bin:/bin")])
         os.execvp("ip", ["ip", "netns", "exec", target.netns, *command])
@@ -278,10 +329,97 @@ def lab_exec(name: str, node: str, command: tuple[str, ...]) -> None:
     _guard(go)
 
 
+@main.command("stop")
+@_named
+@click.argument("node")
+def stop_node(name: str, node: str) -> None:
+    """Stop NODE's babblerd cleanly (SIGTERM), as `systemctl stop` would."""
+    _need_root()
+
+    def go() -> None:
+        lab = Lab.load(name)
+        target = lab.node(node)
+        if target.pid is None:
+            click.echo(f"lab {name}: {target.name}'s babblerd is not running")
+            return
+        lab.stop(target)
+        click.echo(f"lab {name}: {target.name}'s babblerd stopped")
+
+    _guard(go)
+
+
+@main.command("start")
+@_named
+@click.argument("node")
+def start_node(name: str, node: str) -> None:
+    """Start NODE's babblerd (stopped with `stop`), with the flags the lab gave it."""
+    _need_root()
+
+    def go() -> None:
+        lab = Lab.load(name)
+        target = lab.node(node)
+        if target.pid is not None and lab.running(target):
+            click.echo(f"lab {name}: {target.name}'s babblerd is already running")
+            return
+        lab.start(target)
+        click.echo(f"lab {name}: {target.name}'s babblerd serving")
+
+    _guard(go)
+
+
+@main.command("restart")
+@_named
+@click.argument("node")
+def restart_node(name: str, node: str) -> None:
+    """Stop NODE's babblerd cleanly and start it again."""
+    _need_root()
+
+    def go() -> None:
+        lab = Lab.load(name)
+        target = lab.node(node)
+        lab.stop(target)
+        lab.start(target)
+        click.echo(f"lab {name}: {target.name}'s babblerd restarted")
+
+    _guard(go)
+
+
+def _cable_command(name: str, a: str, b: str, plugged: bool) -> None:
+    _need_root()
+
+    def go() -> None:
+        lab = Lab.load(name)
+        ends = lab.cable(lab.node(a).index, lab.node(b).index)
+        lab.plug(*ends, up=plugged)
+        said = "plugged in" if plugged else "pulled out"
+        click.echo(f"lab {name}: the cable n{ends[0]}-n{ends[1]} {said}")
+
+    _guard(go)
+
+
+@main.command()
+@_named
+@click.argument("a")
+@click.argument("b")
+def unplug(name: str, a: str, b: str) -> None:
+    """Pull out the cable between nodes A and B (both ends go down, as a cable pulled)."""
+    _cable_command(name, a, b, plugged=False)
+
+
+@main.command()
+@_named
+@click.argument("a")
+@click.argument("b")
+def plug(name: str, a: str, b: str) -> None:
+    """Plug the cable between nodes A and B back in."""
+    _cable_command(name, a, b, plugged=True)
+
+
 @main.command()
 @_named
 def down(name: str) -> None:
-    """Stop the lab's daemons and delete its namespaces and files."""
+    """Stop the lab's daemons, and anything else running in its namespaces (a babblerd
+    started by hand through `exec`), and delete its namespaces and files."""
     _need_root()
 
     def go() -> None:
@@ -299,13 +437,30 @@ def down(name: str) -> None:
 @main.command()
 @_named
 @_with(up_options)
-def demo(name: str, nodes: int, topology: str, hello_interval: float | None, mode: str) -> None:
+def demo(
+    name: str,
+    nodes: int,
+    topology: str,
+    hello_interval: float | None,
+    mode: str,
+    platform: str,
+    speed: str,
+) -> None:
     """Up a mesh, show node 1's status, ping the farthest node's node address, tear it all
     down."""
     _need_root()
 
     def go() -> None:
-        lab = _bring_up(name, nodes, topology, hello_interval, mode, wait=60)
+        lab = _bring_up(
+            name,
+            nodes,
+            topology,
+            hello_interval,
+            mode,
+            wait=60,
+            platform=platform,
+            speed=SPEEDS[int(speed) - 4],
+        )
         try:
             first = lab.nodes[0]
             started = time.monotonic()

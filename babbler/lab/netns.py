@@ -34,23 +34,41 @@ def add_namespace(netns: str, real_links: bool = False) -> None:
 
 
 def add_link(
-    a: int, netns_a: str, b: int, netns_b: str, prefix: str = "v", up: bool = True
+    a: int,
+    netns_a: str,
+    b: int,
+    netns_b: str,
+    prefix: str = "v",
+    up: bool = True,
+    names: tuple[str, str] | None = None,
 ) -> None:
     """A veth pair v<a>x<b> (in a's namespace) <-> v<b>x<a> (in b's), up unless `up` is
-    False (a cable not plugged in yet: `plug`)."""
-    here, there = link_name(a, b, prefix), link_name(b, a, prefix)
+    False (a cable not plugged in yet: `plug`). `names`: the two ends' names, if others
+    (a macOS node's end is en2, en3...)."""
+    here, there = names or (link_name(a, b, prefix), link_name(b, a, prefix))
     run(
         *("ip", "link", "add", here, "netns", netns_a),
         *("type", "veth", "peer", "name", there, "netns", netns_b),
     )
     if up:
-        plug(a, netns_a, b, netns_b, prefix)
+        plug(a, netns_a, b, netns_b, prefix, names=(here, there))
 
 
-def plug(a: int, netns_a: str, b: int, netns_b: str, prefix: str = "v") -> None:
-    """Both ends of a link up, as a cable plugged in brings them."""
-    run("ip", "-n", netns_a, "link", "set", link_name(a, b, prefix), "up")
-    run("ip", "-n", netns_b, "link", "set", link_name(b, a, prefix), "up")
+def plug(
+    a: int,
+    netns_a: str,
+    b: int,
+    netns_b: str,
+    prefix: str = "v",
+    names: tuple[str, str] | None = None,
+    up: bool = True,
+) -> None:
+    """Both ends of a link up, as a cable plugged in brings them (`up` False: down, as
+    when it is pulled out)."""
+    here, there = names or (link_name(a, b, prefix), link_name(b, a, prefix))
+    state = "up" if up else "down"
+    run("ip", "-n", netns_a, "link", "set", here, state)
+    run("ip", "-n", netns_b, "link", "set", there, state)
 
 
 def delete_namespaces(names: list[str]) -> None:

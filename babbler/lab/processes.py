@@ -7,6 +7,7 @@ checking that the pid is still the process it started, in the node's namespace.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import signal
@@ -68,6 +69,55 @@ def end(pid: int, marker: str, netns: str | None = None, timeout: float = STOP_T
         pass  # it exited between the check and the signal
     finally:
         os.close(handle)
+
+
+def pids_in(netns: str) -> list[int]:
+    """Every process running in the named namespace (the lab's own: whatever runs there
+    was started for the lab, by it or by someone through `babbler-lab exec`)."""
+    try:
+        named = os.stat(NETNS_DIR / netns)
+    except OSError:
+        return []
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            theirs = os.stat(f"/proc/{entry}/ns/net")
+        except OSError:
+            continue
+        if (theirs.st_dev, theirs.st_ino) == (named.st_dev, named.st_ino):
+            out.append(int(entry))
+    return out
+
+
+def end_all_in(netns: str, timeout: float = STOP_TIMEOUT) -> list[int]:
+    """End every process in the namespace (SIGTERM, then SIGKILL after `timeout`), each
+    through a pidfd opened while it was seen there; the pids it ended."""
+    handles = {}
+    for pid in pids_in(netns):
+        try:
+            handles[pid] = os.pidfd_open(pid)
+        except (ProcessLookupError, OSError):
+            continue
+    try:
+        for pid, handle in handles.items():
+            if in_netns(pid, netns):  # the pidfd holds the process: no pid reused since
+                with contextlib.suppress(ProcessLookupError):
+                    signal.pidfd_send_signal(handle, signal.SIGTERM)
+
+        def gone() -> bool:
+            return not any(process_name(p) is not None and in_netns(p, netns) for p in handles)
+
+        if not wait.until(gone, timeout, every=0.02):
+            for pid, handle in handles.items():
+                if in_netns(pid, netns):
+                    with contextlib.suppress(ProcessLookupError):
+                        signal.pidfd_send_signal(handle, signal.SIGKILL)
+    finally:
+        for handle in handles.values():
+            os.close(handle)
+    return sorted(handles)
 
 
 def last_error(log: Path) -> str | None:

@@ -4,13 +4,16 @@ that names anything else is refused whole. Pure."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from babbler.lab.topology import TOPOLOGIES, LabError
 
 MAX_NODES = 64
 FIELDS = ("name", "topology", "nodes", "links", "daemon_args", "real_links")
-NODE_FIELDS = ("index", "netns", "base", "pid")
+NODE_FIELDS = ("index", "netns", "base", "pid", "platform", "ports", "helper_pid")
+PLATFORMS = ("linux", "macos")
+PORT_NAME = re.compile(r"[a-z]{1,3}\d{1,2}x\d{1,2}")  # a lab link's name: v1x2, vb1x2
 
 
 def netns_name(lab: str, index: int) -> str:
@@ -59,9 +62,17 @@ def check_record(data: object, name: str, lab_dir: str) -> dict[str, Any]:
             raise refuse(
                 f"node {index}'s directory is {node['base']!r}, not {node_base(lab_dir, index)}"
             )
-        pid = node["pid"]
-        if pid is not None and not (_is_int(pid) and pid > 1):
-            raise refuse(f"node {index}'s pid is {pid!r}")
+        for key in ("pid", "helper_pid"):
+            pid = node[key]
+            if pid is not None and not (_is_int(pid) and pid > 1):
+                raise refuse(f"node {index}'s {key} is {pid!r}")
+        if node["platform"] not in PLATFORMS:
+            raise refuse(f"node {index}'s platform is {node['platform']!r}")
+        ports = node["ports"]
+        if not isinstance(ports, list) or not all(
+            isinstance(p, str) and PORT_NAME.fullmatch(p) for p in ports
+        ):
+            raise refuse(f"node {index}'s ports are not lab link names")
     links = data["links"]
     if not isinstance(links, list) or not all(
         isinstance(pair, list)

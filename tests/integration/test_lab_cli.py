@@ -73,3 +73,38 @@ def test_a_lab_directory_someone_else_made_is_refused() -> None:
     finally:
         run("down", "--name", name)  # had it come up
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_nodes_stopped_started_and_cables_pulled_through_the_lab_and_down_ends_all() -> None:
+    """What people did by hand with `exec` (and `down` then left running): a node's babblerd
+    stopped, started, restarted; a cable pulled out and plugged back; and a babblerd started
+    by hand inside a node, which `down` ends too (else it starts babeld again once its
+    namespace is gone)."""
+    name = f"p{os.getpid() % 100000}"
+    by_hand: subprocess.Popen[bytes] | None = None
+    try:
+        assert run("up", "--name", name, "--nodes", "2", "--topology", "line").returncode == 0
+        until(lambda: each_reaches_the_other(name), what="the mesh")
+        assert run("--name", name, "stop", "n2").returncode == 0
+        assert "n2  not running" in run("--name", name, "status").stdout
+        assert run("--name", name, "start", "n2").returncode == 0
+        until(lambda: each_reaches_the_other(name), what="the mesh again after a start")
+        assert run("--name", name, "restart", "n1").returncode == 0
+        until(lambda: each_reaches_the_other(name), what="the mesh again after a restart")
+        pulled = run("--name", name, "unplug", "n1", "n2")
+        assert pulled.stdout.strip() == f"lab {name}: the cable n1-n2 pulled out", pulled.stderr
+        down = run("--name", name, "exec", "n1", "--", "ip", "-br", "link", "show", "v1x2")
+        assert " DOWN " in down.stdout, down.stdout
+        assert run("--name", name, "plug", "n2", "n1").returncode == 0
+        until(lambda: each_reaches_the_other(name), what="the mesh again after a plug")
+        missing = run("--name", name, "unplug", "n1", "n1")
+        assert missing.returncode == 1 and "no cable between n1 and n1" in missing.stderr
+        assert run("--name", name, "stop", "n2").returncode == 0
+        base = f"/run/babbler-lab/{name}/n2"
+        hand = [*LAB, "--name", name, "exec", "n2", "--", "babblerd", "--run-dir", f"{base}/h",
+                "--state-dir", f"{base}/hs", "--interface", "v*"]  # fmt: skip
+        by_hand = subprocess.Popen(hand, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        until(lambda: os.path.exists(f"{base}/h/babblerd.sock"), what="the hand-started one")
+    finally:
+        run("down", "--name", name)
+    assert by_hand is not None and by_hand.wait(15) is not None, "down left it running"

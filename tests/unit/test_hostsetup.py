@@ -10,7 +10,7 @@ from pathlib import Path
 from babbler.core.links import Link
 from babbler.core.platform import LINUX, MACOS
 from babbler.daemon.hostsetup import FORWARDING, IPV4_LINK, MESH_LINK, HostSetup, plan
-from babbler.daemon.sysctls import ProcSys, SysctlCommand, Sysctls
+from babbler.daemon.sysctls import READ_FOR, ProcSys, SysctlCommand, Sysctls
 
 
 def test_the_host_setup_keeps_ras_before_forwarding_and_undoes_it_backwards(
@@ -224,3 +224,30 @@ def test_settings_that_fail_or_hang_are_returned_to_the_caller_not_logged_each_p
     setup = HostSetup(Sysctls(tmp_path, ReadOnly(root), boot="b"), LINUX)
     problems = setup.apply({"v1": Link("v1", 2)}, {"v1"})
     assert problems[-1] == "cannot set net.ipv6.conf.all.forwarding=1: Read-only file system"
+
+
+def test_macos_settings_are_read_once_a_while_not_at_every_pass(tmp_path: Path) -> None:
+    """Each read is a sysctl(8) process: passes within READ_FOR read none again; a value
+    changed by hand is seen after it, and the stop reads afresh (so a hand-made change is
+    left alone, not overwritten with the value from before babblerd)."""
+    now = [0.0]
+    run = FakeSysctl({"kern.bootsessionuuid": "B-1", **dict.fromkeys(
+        ["net.inet6.ip6.forwarding", "net.inet.ip.forwarding"], "0"), **dict.fromkeys(
+        ["net.inet6.ip6.redirect", "net.inet.ip.redirect"], "1")})  # fmt: skip
+    sysctls = Sysctls(tmp_path, SysctlCommand(run, clock=lambda: now[0]))
+    setup = HostSetup(sysctls, MACOS)
+    links = {"en2": Link("en2", 5)}
+    setup.apply(links, {"en2"}, ipv4=True)
+    ran = len(run.ran)
+    for _ in range(4):  # passes every 2 s
+        now[0] += 2.0
+        setup.apply(links, {"en2"}, ipv4=True)
+    assert len(run.ran) == ran, run.ran[ran:]
+    run.values["net.inet.ip.forwarding"] = "0"  # turned off by hand
+    now[0] += READ_FOR
+    setup.apply(links, {"en2"}, ipv4=True)
+    assert run.values["net.inet.ip.forwarding"] == "1"  # seen, and set again
+    run.values["net.inet6.ip6.redirect"] = "2"  # someone's own, just before the stop
+    setup.restore()
+    assert run.values["net.inet6.ip6.redirect"] == "2"  # theirs, left alone
+    assert run.values["net.inet6.ip6.forwarding"] == "0"

@@ -42,6 +42,7 @@ def namespaces(monkeypatch: pytest.MonkeyPatch) -> Namespaces:
     monkeypatch.setattr(netns, "add_namespace", lambda name, real=False: seen.made.append(name))
     monkeypatch.setattr(netns, "delete_namespaces", seen.deleted.append)
     monkeypatch.setattr(netns, "add_link", lambda *args, **kwargs: None)
+    monkeypatch.setattr(netns, "plug", lambda *args, **kwargs: None)
     return seen
 
 
@@ -175,7 +176,15 @@ def test_the_cli_says_the_refusal_in_one_line(root: Path, monkeypatch: pytest.Mo
 
 def record(root: Path, **changes: object) -> dict[str, object]:
     """What the lab writes for a 1-node lab `evil`, with `changes` to its node."""
-    node = {"index": 1, "netns": "bbl-evil-n1", "base": f"{root}/evil/n1", "pid": None}
+    node = {
+        "index": 1,
+        "netns": "bbl-evil-n1",
+        "base": f"{root}/evil/n1",
+        "pid": None,
+        "platform": "macos",
+        "ports": ["v1x2"],
+        "helper_pid": None,
+    }
     return {
         "name": "evil",
         "topology": "line",
@@ -239,6 +248,9 @@ def test_down_signals_no_process_outside_the_lab_s_namespaces(
         ({"base": "/etc"}, "node 1's directory is '/etc'"),
         ({"index": 2}, "node 1 has index 2"),
         ({"extra": 1}, "node 1 is not an object of the fields"),
+        ({"helper_pid": 0}, "node 1's helper_pid is 0"),
+        ({"platform": "windows"}, "node 1's platform is 'windows'"),
+        ({"ports": ["../../etc"]}, "node 1's ports are not lab link names"),
     ],
 )
 def test_a_record_is_checked_field_by_field(change: dict[str, object], why: str) -> None:

@@ -35,9 +35,9 @@ from babbler.core.darwin_output import (
     bridge_members,
     build_link,
     hardware_ports,
-    ifconfig_states,
+    ifconfig_blocks,
+    ifconfig_state,
     inet_routes,
-    names,
 )
 from babbler.core.errors import KernelError
 from babbler.core.fence import Rule
@@ -147,13 +147,17 @@ class DarwinKernel:
         return self._ports
 
     async def read_links(self) -> dict[str, Link]:
-        run = self._system.run
-        listed = await run(["ifconfig", "-l"])
-        all_names = names(listed)
+        """One `ifconfig` listing (names, which are up, bridges' members, MTUs: what `-l`,
+        `-l -u` and `ifconfig bridgeN` would say, in one process instead of four, every
+        pass), networksetup when the ports changed, netifaces for the addresses."""
+        listing = await self._system.run(["ifconfig"])
+        blocks = ifconfig_blocks(listing)
+        all_names = list(blocks)
         if LOOPBACK not in all_names:  # every Mac has it: this is not ifconfig's answer
-            said = f"ifconfig -l printed no {LOOPBACK}: {listed[:60]!r}"
+            said = f"ifconfig printed no {LOOPBACK}: {listing[:60]!r}"
             raise KernelError(said, errno.EIO)
-        up = set(names(await run(["ifconfig", "-l", "-u"])))
+        states = {name: ifconfig_state(lines) for name, lines in blocks.items()}
+        up = {name for name, state in states.items() if state.up}
         ports = await self._hardware_ports(all_names)
         indexes: dict[str, int] = {}
         for name in all_names:
@@ -163,12 +167,8 @@ class DarwinKernel:
                 continue  # gone since the listing
         masters: dict[str, int] = {}
         for bridge in (n for n in indexes if n.startswith("bridge")):
-            try:
-                members = bridge_members(await run(["ifconfig", bridge]))
-            except KernelError:
-                continue  # gone since the listing
+            members = bridge_members("\n".join(blocks[bridge]))
             masters.update(dict.fromkeys(members, indexes[bridge]))
-        states = ifconfig_states(await run(["ifconfig"]))
         return {
             name: build_link(
                 name,

@@ -1,0 +1,247 @@
+"""The macOS lab's commands: one command line in, what macOS would print out, or an act on the
+node through the `Host` port. Pure: the server gives it a Host over netlink, the tests one
+in memory.
+
+Strict on purpose: only the command lines babblerd and `babblerctl doctor` run are answered
+(ALLOWED, easy to extend); any other fails with an error and exit 64, never an empty
+success. Where babblerd matches macOS's own error text (daemon/links/darwin.py `_GONE`, "not
+in table"), the error is that text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from ipaddress import IPv4Interface, IPv6Interface, ip_interface, ip_network
+from typing import Protocol
+
+from babbler.lab.macos import output
+from babbler.lab.macos.output import Address, Bus, Iface, Port, Route
+
+USAGE = 64  # EX_USAGE: a command line the lab does not answer
+FIREWALL = "/usr/libexec/ApplicationFirewall/socketfilterfw"
+# What the lab answers, as people read it (docs/macos.md lists the same).
+ALLOWED = (
+    "ifconfig -l [-u]",
+    "ifconfig [IF]",
+    "ifconfig IF up|down",
+    "ifconfig IF mtu N",
+    "ifconfig IF inet A/N alias|-alias",
+    "ifconfig IF inet6 A/N [pltime 0] add|delete",
+    "ifconfig BRIDGE addm|deletem IF",
+    "netstat -rn -f inet|inet6",
+    "route -n delete -inet|-inet6 DESTINATION",
+    "sysctl -n NAME",
+    "sysctl -w NAME=VALUE",
+    "networksetup -listallhardwareports",
+    "networksetup -setnetworkserviceenabled SERVICE on|off",
+    "system_profiler SPThunderboltDataType -json",
+    "socketfilterfw --getglobalstate|--getblockall",
+)
+
+
+class Failed(Exception):
+    """The command fails: `text` on its standard error, exit `code` (macOS's route and an
+    ifconfig `mtu` that fails exit 0 all the same), `out` on its standard output."""
+
+    def __init__(self, text: str, code: int = 1, out: str = "") -> None:
+        super().__init__(text)
+        self.text, self.code, self.out = text, code, out
+
+
+class Host(Protocol):
+    """What the commands read and change on the node (the server: netlink and /proc/sys)."""
+
+    def ifaces(self) -> list[Iface]: ...
+    def routes(self, family: int) -> list[Route]: ...
+    def set_up(self, name: str, up: bool) -> None: ...
+    def set_service(self, port: str, on: bool) -> None: ...  # a hardware port's service
+    def set_mtu(self, name: str, size: int) -> None: ...
+    def add_address(self, name: str, address: Address) -> None: ...
+    def remove_address(self, name: str, address: Address) -> None: ...  # Failed if absent
+    def delete_route(self, route: Route) -> None: ...
+    def bridge(self, bridge: str, member: str, join: bool) -> None: ...
+    def sysctl(self, name: str) -> str | None: ...  # None: no such name
+    def set_sysctl(self, name: str, value: str) -> None: ...  # Failed when refused
+    def ports(self) -> list[Port]: ...
+    def buses(self) -> list[Bus]: ...
+    def machine(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class Answer:
+    code: int
+    out: str  # standard output
+    err: str = ""  # standard error
+
+
+def answer(host: Host, program: str, args: Sequence[str]) -> Answer:
+    """Run one command line (`program`: its name, as called) against `host`."""
+    name = program.rsplit("/", 1)[-1]
+    handler = HANDLERS.get(name)
+    try:
+        if handler is None:
+            raise Failed(f"{name}: command not found", 127)
+        return Answer(0, handler(host, list(args)))
+    except Failed as failed:
+        return Answer(failed.code, failed.out, failed.text.rstrip("\n") + "\n")
+
+
+def _refuse(program: str, args: Sequence[str]) -> Failed:
+    line = " ".join([program, *args])
+    return Failed(
+        f"{program}: babbler-lab's macOS does not answer `{line}`"
+        f" (it answers: {'; '.join(a for a in ALLOWED if a.startswith(program))})",
+        USAGE,
+    )
+
+
+def _iface(host: Host, name: str) -> Iface:
+    for iface in host.ifaces():
+        if iface.name == name:
+            return iface
+    raise Failed(f"ifconfig: interface {name} does not exist")
+
+
+def ifconfig(host: Host, args: list[str]) -> str:
+    if args in (["-l"], ["-l", "-u"]):
+        return output.names(host.ifaces(), up_only=len(args) == 2)
+    if not args:
+        return output.listing(host.ifaces())
+    iface = _iface(host, args[0])
+    rest = args[1:]
+    if not rest:
+        return output.block(iface, {i.name: i for i in host.ifaces()}, alone=True)
+    if rest in (["up"], ["down"]):
+        host.set_up(iface.name, rest[0] == "up")
+        return ""
+    if len(rest) == 2 and rest[0] == "mtu" and rest[1].isdigit():
+        host.set_mtu(iface.name, int(rest[1]))
+        return ""
+    if len(rest) == 2 and rest[0] in ("addm", "deletem") and iface.kind == "bridge":
+        member = _iface(host, rest[1])
+        if rest[0] == "deletem" and member.member_of != iface.name:
+            raise Failed(f"ifconfig: BRDGDEL {rest[1]}: No such file or directory")
+        host.bridge(iface.name, rest[1], rest[0] == "addm")
+        return ""
+    if len(rest) == 3 and rest[0] == "inet" and rest[2] in ("alias", "-alias"):
+        address = _address(rest[1], 4)
+        if rest[2] == "alias":
+            host.add_address(iface.name, address)
+        else:
+            _remove(host, iface, address)
+        return ""
+    if rest[:1] == ["inet6"] and rest[-1:] in (["add"], ["delete"]):
+        middle = rest[2:-1]
+        if len(rest) >= 3 and middle in ([], ["pltime", "0"]):
+            address = _address(rest[1], 6, deprecated=middle == ["pltime", "0"])
+            if rest[-1] == "add":
+                host.add_address(iface.name, address)
+            elif middle:
+                raise _refuse("ifconfig", args)
+            else:
+                _remove(host, iface, address)
+            return ""
+    raise _refuse("ifconfig", args)
+
+
+def _address(text: str, family: int, deprecated: bool = False) -> Address:
+    try:
+        parsed = ip_interface(text)
+    except ValueError:
+        raise Failed(f"ifconfig: {text}: bad value") from None
+    if family == 4 and not isinstance(parsed, IPv4Interface):
+        raise Failed(f"ifconfig: {text}: bad value")
+    if family == 6 and not isinstance(parsed, IPv6Interface):
+        raise Failed(f"ifconfig: {text}: bad value")
+    return Address(parsed.ip, parsed.network.prefixlen, deprecated=deprecated)
+
+
+def _remove(host: Host, iface: Iface, address: Address) -> None:
+    """ifconfig's words are the same for both families (a constant in ifconfig.c)."""
+    if not any(a.address == address.address for a in iface.addresses):
+        raise Failed("ifconfig: ioctl (SIOCDIFADDR): Can't assign requested address")
+    host.remove_address(iface.name, address)
+
+
+def netstat(host: Host, args: list[str]) -> str:
+    if args not in (["-rn", "-f", "inet"], ["-rn", "-f", "inet6"]):
+        raise _refuse("netstat", args)
+    family = 4 if args[2] == "inet" else 6
+    indexes = {i.name: i.index for i in host.ifaces()}
+    return output.netstat(host.routes(family), family, indexes)
+
+
+def route(host: Host, args: list[str]) -> str:
+    if len(args) != 4 or args[:2] != ["-n", "delete"] or args[2] not in ("-inet", "-inet6"):
+        raise _refuse("route", args)
+    family = 4 if args[2] == "-inet" else 6
+    try:
+        wanted = ip_network(args[3].split("%")[0], strict=False)
+    except ValueError:
+        raise Failed(f"route: bad address: {args[3]}") from None
+    kind = "net" if "/" in args[3] else "host"
+    for found in host.routes(family):
+        if found.destination == wanted and not found.local:
+            host.delete_route(found)
+            return f"delete {kind} {args[3]}\n"
+    # route.c: the error on both outputs, and exit 0 all the same
+    raise Failed(
+        "route: writing to routing socket: not in table",
+        0,
+        f"delete {kind} {args[3]}: not in table\n",
+    )
+
+
+def sysctl(host: Host, args: list[str]) -> str:
+    if len(args) == 2 and args[0] == "-n":
+        value = host.sysctl(args[1])
+        if value is None:
+            raise Failed(f"sysctl: unknown oid '{args[1]}'")
+        return value + "\n"
+    if len(args) == 2 and args[0] == "-w" and "=" in args[1]:
+        name, value = args[1].split("=", 1)
+        before = host.sysctl(name)
+        if before is None:
+            raise Failed(f"sysctl: unknown oid '{name}'")
+        host.set_sysctl(name, value)
+        return output.sysctl_set(name, before, value)
+    raise _refuse("sysctl", args)
+
+
+def networksetup(host: Host, args: list[str]) -> str:
+    if args == ["-listallhardwareports"]:
+        return output.hardware_ports(host.ports())
+    if len(args) == 3 and args[0] == "-setnetworkserviceenabled" and args[2] in ("on", "off"):
+        if not any(port.name == args[1] for port in host.ports()):
+            unknown = f"{args[1]} is not a recognized network service."
+            raise Failed(f"{unknown}\n** Error: The parameters were not valid.", 4)
+        host.set_service(args[1], args[2] == "on")
+        return ""
+    raise _refuse("networksetup", args)
+
+
+def system_profiler(host: Host, args: list[str]) -> str:
+    if args != ["SPThunderboltDataType", "-json"]:
+        raise _refuse("system_profiler", args)
+    return output.thunderbolt(host.buses(), host.machine())
+
+
+def socketfilterfw(host: Host, args: list[str]) -> str:
+    if args == ["--getglobalstate"]:
+        return output.FIREWALL_OFF
+    if args == ["--getblockall"]:
+        return output.BLOCK_ALL_OFF
+    raise _refuse("socketfilterfw", args)
+
+
+HANDLERS = {
+    "ifconfig": ifconfig,
+    "netstat": netstat,
+    "route": route,
+    "sysctl": sysctl,
+    "networksetup": networksetup,
+    "system_profiler": system_profiler,
+    "socketfilterfw": socketfilterfw,
+}
+PROGRAMS = tuple(HANDLERS)

@@ -1,0 +1,108 @@
+"""A lab node as a Mac: its namespace shaped as a Mac's links are (`lo0`, `bridge0`, ports
+`en2`, `en3`, ...), its description for the commands (`macos.json`: hardware ports,
+Thunderbolt buses), its command server and the commands on its PATH."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+
+from babbler.lab import files, netns, wait
+from babbler.lab.macos import shims
+from babbler.lab.macos.server import DESCRIPTION
+from babbler.lab.node import Node
+from babbler.lab.topology import LabError
+
+FIRST_PORT = 2  # a Mac's Thunderbolt ports are en2, en3, ... (en0: Ethernet, en1: Wi-Fi)
+BRIDGE = "bridge0"  # "Thunderbolt Bridge": a new Mac's Thunderbolt ports start in it
+LOOPBACK_MTU = 16384
+SERVER_WAIT = 15.0  # its start (Python and pyroute2) on a loaded 2-core machine: < 1 s
+SERVER = "babbler.lab.macos.server"
+SPEEDS = (40, 80)  # Gb/s: Thunderbolt 4, Thunderbolt 5
+SITE = Path(__file__).parent / "site"  # netifaces as on a Mac (site/netifaces.py)
+
+
+def port_name(node: Node, link: str) -> str:
+    """The name of the lab link `link` (`v1x2`) at this macOS node: en2 for its first port."""
+    if link not in node.ports:
+        node.ports.append(link)
+    return f"en{FIRST_PORT + node.ports.index(link)}"
+
+
+def domain(lab: str, node: Node) -> str:
+    """The node's Thunderbolt domain UUID (stable for a lab and node, as a Mac's is)."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"babbler-lab:{lab}:{node.index}")).upper()
+
+
+def shape(namespace: str) -> None:
+    """The namespace's links as a Mac has them before any cable: lo0 and bridge0."""
+    netns.run("ip", "-n", namespace, "link", "set", "lo", "down")
+    netns.run("ip", "-n", namespace, "link", "set", "lo", "name", "lo0")
+    netns.run("ip", "-n", namespace, "link", "set", "lo0", "mtu", str(LOOPBACK_MTU), "up")
+    netns.run("ip", "-n", namespace, "link", "add", BRIDGE, "type", "bridge")
+    netns.run("ip", "-n", namespace, "link", "set", BRIDGE, "up")
+
+
+def bridge_port(namespace: str, name: str) -> None:
+    """A port into bridge0 as on a new Mac: without an IPv6 link-local address."""
+    sysctl = f"net.ipv6.conf.{name}.addr_gen_mode=1"
+    netns.run("ip", "netns", "exec", namespace, "sysctl", "-qw", sysctl)
+    netns.run("ip", "-n", namespace, "link", "set", name, "master", BRIDGE)
+    netns.run("ip", "-n", namespace, "-6", "addr", "flush", "dev", name, "scope", "link")
+
+
+def describe(lab: str, node: Node, far: Mapping[str, Node], speed: int) -> None:
+    """Write macos.json: the hardware ports (bridge0, then Thunderbolt 1.. for en2..) and a
+    Thunderbolt bus per port; `far`: port -> the node at its other end (a macOS node's
+    domain; another machine's too: a Linux node stands for a Mac without babbler)."""
+    ports = [["Thunderbolt Bridge", BRIDGE]]
+    buses = []
+    for i, _ in enumerate(node.ports):
+        device = f"en{FIRST_PORT + i}"
+        ports.append([f"Thunderbolt {i + 1}", device])
+        other = far.get(device)
+        buses.append(
+            {
+                "device": device,
+                "receptacle": i + 1,
+                "speed_gbps": speed,
+                "domain": domain(lab, node),
+                "far": domain(lab, other) if other is not None else None,
+                "far_name": f"Mac {other.name}" if other is not None else "Mac",
+            }
+        )
+    text = json.dumps({"machine": f"Mac {node.name}", "ports": ports, "buses": buses}, indent=1)
+    files.write_file(Path(node.base) / DESCRIPTION, text)
+
+
+def environment(node: Node) -> dict[str, str]:
+    """What a process on the node runs with: the node's commands first on PATH, and the
+    platform for `babblerctl doctor`."""
+    path = os.pathsep.join([str(node.bin_dir), os.environ.get("PATH", "/usr/bin:/bin")])
+    return {"PATH": path, "BABBLER_PLATFORM": "macos", "PYTHONPATH": str(SITE)}
+
+
+def server_command(node: Node) -> list[str]:
+    return ["ip", "netns", "exec", node.netns, sys.executable, "-m", SERVER, node.base]
+
+
+def wait_answering(node: Node) -> None:
+    """Until the node's commands answer (`ifconfig -l` lists lo0). Raises LabError."""
+
+    def answers() -> bool:
+        done = netns.run(
+            "ip", "netns", "exec", node.netns, str(node.bin_dir / "ifconfig"), "-l", check=False
+        )
+        return done.returncode == 0 and "lo0" in done.stdout.split()
+
+    if not wait.until(answers, SERVER_WAIT, every=0.05):
+        log = Path(node.base) / "macos-server.log"
+        raise LabError(f"{node.name}'s macOS command server does not answer (see {log})")
+
+
+def install_commands(node: Node) -> None:
+    shims.install(node.bin_dir)

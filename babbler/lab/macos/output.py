@@ -1,0 +1,311 @@
+"""What macOS's commands print, made from a snapshot of a lab node's namespace. Pure.
+
+The layouts follow real Macs' outputs (each checked against public pastes: docs/macos.md,
+"Where the formats come from"); the values are the lab's own. Only what babblerd and
+`babblerctl doctor` run is here: `ifconfig` (`-l`, `-l -u`, all, one), `netstat -rn -f
+inet|inet6`, `networksetup -listallhardwareports`, `system_profiler SPThunderboltDataType
+-json`, `sysctl -w`, socketfilterfw's two questions.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network
+
+# <net/if.h> flag bits, as ifconfig prints them (value and names).
+IFF = (
+    (0x1, "UP"),
+    (0x2, "BROADCAST"),
+    (0x8, "LOOPBACK"),
+    (0x20, "SMART"),
+    (0x40, "RUNNING"),
+    (0x100, "PROMISC"),
+    (0x800, "SIMPLEX"),
+    (0x8000, "MULTICAST"),
+)
+LOOPBACK_OPTIONS = "options=1203<RXCSUM,TXCSUM,TXSTATUS,SW_TIMESTAMP>"
+ETHER_OPTIONS = "options=460<TSO4,TSO6,CHANNEL_IO>"  # a Thunderbolt port's
+BRIDGE_OPTIONS = "options=63<RXCSUM,TXCSUM,TSO4,TSO6>"
+ND6 = "nd6 options=201<PERFORMNUD,DAD>"
+LOOPBACK_MTU = 16384
+
+
+@dataclass(frozen=True)
+class Address:
+    address: IPv4Address | IPv6Address
+    prefixlen: int
+    deprecated: bool = False  # preferred lifetime 0 (`pltime 0`)
+    tentative: bool = False  # duplicate address detection not done yet
+
+
+@dataclass(frozen=True)
+class Iface:
+    name: str
+    index: int
+    up: bool
+    carrier: bool  # a far end (a cable plugged into a live port)
+    mtu: int
+    mac: str | None = None
+    kind: str = "ether"  # "ether", "loopback" or "bridge"
+    addresses: tuple[Address, ...] = ()
+    members: tuple[str, ...] = ()  # a bridge's
+    member_of: str | None = None  # the bridge a port is in (promiscuous there, as on a Mac)
+
+
+@dataclass(frozen=True)
+class Route:
+    destination: IPv4Network | IPv6Network
+    interface: str
+    gateway: IPv4Address | IPv6Address | None = None  # None: on the link
+    babel: bool = False  # babeld's (RTF_PROTO2: flag `2`)
+    local: bool = False  # one of this host's own addresses
+
+
+@dataclass(frozen=True)
+class Port:
+    """A hardware port, as networksetup lists it."""
+
+    name: str  # "Ethernet", "Thunderbolt 1", "Thunderbolt Bridge"
+    device: str
+    mac: str
+
+
+@dataclass(frozen=True)
+class Bus:
+    """One Thunderbolt receptacle, as system_profiler describes it."""
+
+    receptacle: int  # the N of "Thunderbolt N"
+    speed_gbps: int  # 40 (Thunderbolt 4), 80 (Thunderbolt 5)
+    domain_uuid: str  # this Mac's domain on that bus
+    far: str | None = None  # the far Mac's domain UUID, None: nothing plugged in
+    far_name: str = "Mac"
+    extra: Mapping[str, str] = field(default_factory=dict)
+
+
+def flags(iface: Iface) -> str:
+    bits = (
+        {0x8, 0x40, 0x8000}
+        if iface.kind == "loopback"
+        else {0x2, 0x20, 0x800, 0x8000} | ({0x100} if iface.member_of else set())
+    )
+    if iface.up:
+        bits |= {0x1, 0x40}
+    elif iface.kind != "loopback":
+        bits -= {0x40}
+    value = sum(bits)
+    return f"flags={value:x}<{','.join(name for bit, name in IFF if bit in bits)}>"
+
+
+def names(ifaces: Iterable[Iface], up_only: bool = False) -> str:
+    """`ifconfig -l` (`-l -u`: the ones up): names on one line."""
+    return " ".join(i.name for i in ifaces if i.up or not up_only) + "\n"
+
+
+def _inet(iface: Iface, address: Address) -> str:
+    assert isinstance(address.address, IPv4Address)
+    network = IPv4Network(f"{address.address}/{address.prefixlen}", strict=False)
+    mask = f"0x{int(network.netmask):08x}"
+    if iface.kind == "loopback":
+        return f"\tinet {address.address} netmask {mask}"
+    return f"\tinet {address.address} netmask {mask} broadcast {network.broadcast_address}"
+
+
+def _inet6(iface: Iface, address: Address) -> str:
+    """af_inet6.c: `prefixlen N `, then each flag and a space in its fixed order (tentative,
+    deprecated, ..., secured), then `scopeid 0xN ` for a scoped address: the line ends with a
+    space on every macOS from 13 to 26."""
+    assert isinstance(address.address, IPv6Address)
+    local = address.address.is_link_local
+    shown = f"{address.address}%{iface.name}" if local else address.address
+    words = [f"\tinet6 {shown} prefixlen {address.prefixlen}"]
+    words += ["tentative"] if address.tentative else []
+    words += ["deprecated"] if address.deprecated else []
+    words += ["secured"] if local and iface.kind != "loopback" else []
+    words += [f"scopeid 0x{iface.index:x}"] if local else []
+    return " ".join(words) + " "
+
+
+def block(iface: Iface, members: Mapping[str, Iface] | None = None, alone: bool = False) -> str:
+    """One interface as `ifconfig` shows it: one of all, or `alone` (`ifconfig NAME`, where
+    a bridge also prints its address cache)."""
+    lines = [f"{iface.name}: {flags(iface)} mtu {iface.mtu}"]
+    lines.append(
+        "\t"
+        + {"loopback": LOOPBACK_OPTIONS, "bridge": BRIDGE_OPTIONS}.get(iface.kind, ETHER_OPTIONS)
+    )
+    if iface.mac is not None and iface.kind != "loopback":
+        lines.append(f"\tether {iface.mac}")
+    v6 = [a for a in iface.addresses if isinstance(a.address, IPv6Address)]
+    v4 = [a for a in iface.addresses if isinstance(a.address, IPv4Address)]
+    v6.sort(key=lambda a: not a.address.is_link_local)  # the link-local first, as macOS
+    lines += [_inet(iface, a) for a in v4] if iface.kind == "loopback" else []
+    lines += [_inet6(iface, a) for a in v6[:1]]
+    lines += [_inet(iface, a) for a in v4] if iface.kind != "loopback" else []
+    lines += [_inet6(iface, a) for a in v6[1:]]
+    if iface.kind == "bridge":
+        lines += [
+            "\tConfiguration:",
+            "\t\tid 0:0:0:0:0:0 priority 0 hellotime 0 fwddelay 0",
+            "\t\tmaxage 0 holdcnt 0 proto stp maxaddr 100 timeout 1200",
+            "\t\troot id 0:0:0:0:0:0 priority 0 ifcost 0 port 0",
+            "\t\tipfilter disabled flags 0x0",
+        ]
+        for name in iface.members:
+            port = (members or {}).get(name)
+            lines.append(f"\tmember: {name} flags=3<LEARNING,DISCOVER>")
+            lines.append(
+                f"\t        ifmaxaddr 0 port {port.index if port else 0} priority 0 path cost 0"
+            )
+        if alone:
+            lines.append("\tAddress cache:")
+    lines.append(f"\t{ND6}")
+    if iface.kind == "ether":
+        lines.append("\tmedia: autoselect <full-duplex>")
+        lines.append(f"\tstatus: {'active' if iface.carrier and iface.up else 'inactive'}")
+    elif iface.kind == "bridge":
+        lines.append("\tmedia: <unknown type>")
+        active = iface.up and any((members or {}).get(m, iface).carrier for m in iface.members)
+        lines.append(f"\tstatus: {'active' if active else 'inactive'}")
+    return "\n".join(lines) + "\n"
+
+
+def listing(ifaces: Iterable[Iface]) -> str:
+    """`ifconfig`: every interface."""
+    every = list(ifaces)
+    by_name = {i.name: i for i in every}
+    return "".join(block(i, by_name) for i in every)
+
+
+# netstat -rn (netstat.tproj/route.c, macOS 14 and later): Destination and Gateway columns of
+# W (18 for inet, 39 for inet6 with -n), Flags of 10, Netif right-aligned in 14, Expire in 6.
+WIDTHS = {4: 18, 6: 39}
+CLASSFUL = ((0x80, 8), (0xC0, 16), (0xE0, 24))  # class A, B, C: first octet below -> mask
+
+
+def _classful_length(first: int) -> int | None:
+    return next((length for below, length in CLASSFUL if first < below), None)
+
+
+def _netstat_destination(destination: IPv4Network | IPv6Network, interface: str) -> str:
+    """What netstat prints: `default`, a host route's address alone, a network with its
+    length; IPv4 networks without their trailing zero octets, and without the length when it
+    is the address's classful one (`127`, `169.254`, `10/16`, `10.77.185.10/31`)."""
+    if destination.prefixlen == 0:
+        return "default"
+    address = destination.network_address
+    full = destination.prefixlen == destination.max_prefixlen
+    if isinstance(address, IPv6Address):
+        shown = f"{address}%{interface}" if address.is_link_local else str(address)
+        return shown if full else f"{shown}/{destination.prefixlen}"
+    if full:
+        return str(address)
+    octets = str(address).split(".")
+    while len(octets) > 1 and octets[-1] == "0":
+        octets.pop()
+    natural = _classful_length(int(octets[0])) == destination.prefixlen
+    return ".".join(octets) if natural else f"{'.'.join(octets)}/{destination.prefixlen}"
+
+
+def _route_flags(route: Route) -> str:
+    """In netstat's order (U G H ... C ... 2): babeld's routes are RTF_UP|RTF_GATEWAY|
+    RTF_PROTO2 (+RTF_HOST): `UGH2`, `UG2` (its kernel_socket.c sets no RTF_STATIC)."""
+    full = route.destination.prefixlen == route.destination.max_prefixlen
+    letters = "U" + ("G" if route.gateway is not None else "") + ("H" if full else "")
+    if route.babel:
+        return letters + "2"
+    return letters + ("C" if not full and route.gateway is None else "S")
+
+
+def netstat(routes: Iterable[Route], family: int, indexes: Mapping[str, int]) -> str:
+    """`netstat -rn -f inet` (4) or `-f inet6` (6)."""
+    width = WIDTHS[family]
+
+    def row(destination: str, gateway: str, flags: str, netif: str, expire: str) -> str:
+        start = f"{destination:<{width}} {gateway:<{width}} "
+        return f"{start}{flags:<10.10} {netif:>14.14} {expire:>6}\n"
+
+    lines = ["Routing tables\n", "\n", "Internet:\n" if family == 4 else "Internet6:\n"]
+    lines.append(row("Destination", "Gateway", "Flags", "Netif", "Expire"))
+    for route in routes:
+        gateway = route.gateway
+        if gateway is None:
+            shown = f"link#{indexes.get(route.interface, 0)}"
+        elif isinstance(gateway, IPv6Address) and gateway.is_link_local:
+            shown = f"{gateway}%{route.interface}"
+        else:
+            shown = str(gateway)
+        destination = _netstat_destination(route.destination, route.interface)
+        lines.append(row(destination, shown, _route_flags(route), route.interface, ""))
+    return "".join(lines)
+
+
+def hardware_ports(ports: Iterable[Port]) -> str:
+    """`networksetup -listallhardwareports`."""
+    out = "\n"
+    for port in ports:
+        out += (
+            f"Hardware Port: {port.name}\nDevice: {port.device}\nEthernet Address: {port.mac}\n\n"
+        )
+    return out + "VLAN Configurations\n===================\n"
+
+
+def thunderbolt(buses: Iterable[Bus], machine: str, model: str = "Mac16,11") -> str:
+    """`system_profiler SPThunderboltDataType -json` (NSJSONSerialization: keys sorted, two
+    spaces, `" : "`), a bus per receptacle, the highest first; a cabled one has the far Mac
+    in its `_items` and its link speed (`40 Gb/s`), an empty one `Up to ...`."""
+    items = []
+    for n, bus in sorted(enumerate(buses), key=lambda pair: -pair[0]):
+        cabled = bus.far is not None
+        idle = "Up to 120 Gb/s" if bus.speed_gbps > 40 else "Up to 40 Gb/s"
+        entry: dict[str, object] = {
+            "_name": f"thunderboltusb4_bus_{n}",
+            "device_name_key": machine,
+            "domain_uuid_key": bus.domain_uuid,
+            "receptacle_1_tag": {
+                "current_speed_key": f"{bus.speed_gbps} Gb/s" if cabled else idle,
+                "link_status_key": "0x2" if cabled else "0x100",
+                "receptacle_id_key": str(bus.receptacle),
+                "receptacle_status_key": "receptacle_connected"
+                if cabled
+                else "receptacle_no_devices_connected",
+            },
+            "route_string_key": "0",
+            "switch_uid_key": f"0x05AC{bus.domain_uuid.replace('-', '')[:11].upper()}{n:X}",
+            "vendor_name_key": "Apple Inc.",
+        }
+        if bus.far is not None:
+            entry["_items"] = [
+                {
+                    "_name": bus.far_name,
+                    "device_id_key": "0xA",
+                    "device_name_key": model,
+                    "domain_uuid_key": bus.far,
+                    "services_title": [
+                        {
+                            "_name": "service_ip",
+                            "protocol_id_key": 1,
+                            "protocol_revision_key": 1,
+                            "protocol_version_key": 1,
+                            "service_uuid_key": "066216C9-46DB-48B5-A472-768F7EA51471",
+                        }
+                    ],
+                    "vendor_id_key": "0x0A27",
+                    "vendor_name_key": "Apple Inc.",
+                }
+            ]
+        items.append(entry)
+    text = json.dumps(
+        {"SPThunderboltDataType": items}, indent=2, separators=(",", " : "), sort_keys=True
+    )
+    return text + "\n"
+
+
+def sysctl_set(name: str, before: str, after: str) -> str:
+    """`sysctl -w name=value`: the change, as macOS prints it."""
+    return f"{name}: {before} -> {after}\n"
+
+
+FIREWALL_OFF = "Firewall is disabled. (State = 0)\n"  # --getglobalstate, macOS 13 to 26
+BLOCK_ALL_OFF = "Firewall has block all state set to disabled.\n"  # --getblockall, 14 and later

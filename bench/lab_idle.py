@@ -1,0 +1,102 @@
+"""What a settled lab costs at idle, the macOS platform side by side with Linux: every process
+in the lab's namespaces (babblerd, babeld, the bench responders, the macOS nodes' command
+servers, and the commands they ran and reaped), as % of one core over a window, and on the
+macOS platform the commands a node's babblerd runs per pass.
+
+    sudo .venv/bin/python bench/lab_idle.py [--sizes 4 10] [--window 30] [--settle 10]
+
+The reference is the Linux lab of the same size (the ratio macOS / Linux is reported).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import common
+
+from babbler.lab import Lab
+from babbler.lab.processes import pids_in
+
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(lab: Lab) -> float:
+    """CPU used so far by every live process in the lab's namespaces and by the children
+    they reaped."""
+    total = 0
+    for node in lab.nodes:
+        for pid in pids_in(node.netns):
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            total += sum(int(f) for f in fields[11:15])  # utime stime cutime cstime
+    return total / TICKS
+
+
+def commands_per_pass(lab: Lab, window: float) -> dict[str, float]:
+    """On a macOS node: the command lines its server answered in `window`, per pass (a pass
+    lists the links with one `ifconfig`)."""
+    log = Path(lab.nodes[0].base) / "macos-server.log"
+    start = len(log.read_text().splitlines())
+    time.sleep(window)
+    lines = [line.split(" ", 1)[1] for line in log.read_text().splitlines()[start:]]
+    passes = max(1, lines.count("ifconfig"))
+    counts: dict[str, float] = {}
+    for line in lines:
+        program = line.split()[0]
+        counts[program] = counts.get(program, 0) + 1 / passes
+    return {"passes_per_s": passes / window, **counts}
+
+
+def run(platform: str, nodes: int, window: float, settle: float) -> dict[str, Any]:
+    name = f"idle{os.getpid() % 10000}"
+    lab = Lab.create(name, nodes, "ring", ["--mode", "always"], platform=platform)
+    try:
+        lab.start_all()
+        lab.wait_reachable(120)
+        time.sleep(settle)
+        before, started = cpu_seconds(lab), time.monotonic()
+        time.sleep(window)
+        used = cpu_seconds(lab) - before
+        result: dict[str, Any] = {"cpu_percent": 100 * used / (time.monotonic() - started)}
+        if platform == "macos":
+            result["per_pass"] = commands_per_pass(lab, min(window, 10.0))
+        return result
+    finally:
+        lab.down()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[4, 10])
+    parser.add_argument("--window", type=float, default=30.0)
+    parser.add_argument("--settle", type=float, default=10.0)
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    common.need_root()
+    rows, results = [], {}
+    for size in args.sizes:
+        linux = run("linux", size, args.window, args.settle)
+        macos = run("macos", size, args.window, args.settle)
+        results[str(size)] = {"linux": linux, "macos": macos}
+        ratio = macos["cpu_percent"] / linux["cpu_percent"]
+        per_pass = macos["per_pass"]
+        said = ", ".join(f"{k} {v:.1f}" for k, v in per_pass.items() if k != "passes_per_s")
+        rows.append([size, linux["cpu_percent"], macos["cpu_percent"], ratio, said])
+        common.write("lab_idle", {"window_s": args.window, "sizes": results}, args.out)
+    print(
+        common.table(
+            f"A settled ring at idle, % of one core over {args.window:g} s (all its processes)",
+            ["nodes", "linux", "macos", "macos/linux", "macOS commands per pass"],
+            rows,
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,270 @@
+"""The macOS lab's commands (babbler/lab/macos/): what they print, babbler's own macOS parsers
+read back to the facts they were made from; what they do not know, they refuse."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network, ip_network
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from babbler.core import darwin_output as parse
+from babbler.lab.macos.commands import USAGE, Answer, answer
+from babbler.lab.macos.output import Address, Bus, Iface, Port, Route
+
+
+@dataclass
+class MemoryHost:
+    """A Mac in memory: what the commands read, and a list of what they did."""
+
+    links: list[Iface] = field(default_factory=list)
+    table: list[Route] = field(default_factory=list)
+    settings: dict[str, str] = field(default_factory=dict)
+    done: list[tuple[object, ...]] = field(default_factory=list)
+
+    def ifaces(self) -> list[Iface]:
+        return self.links
+
+    def routes(self, family: int) -> list[Route]:
+        return [r for r in self.table if r.destination.version == family]
+
+    def set_up(self, name: str, up: bool) -> None:
+        self.done.append(("up", name, up))
+
+    def set_service(self, port: str, on: bool) -> None:
+        self.done.append(("service", port, on))
+
+    def set_mtu(self, name: str, size: int) -> None:
+        self.done.append(("mtu", name, size))
+
+    def add_address(self, name: str, address: Address) -> None:
+        self.done.append(("add", name, address))
+
+    def remove_address(self, name: str, address: Address) -> None:
+        self.done.append(("remove", name, address))
+
+    def delete_route(self, route: Route) -> None:
+        self.done.append(("route", route.destination))
+
+    def bridge(self, bridge: str, member: str, join: bool) -> None:
+        self.done.append(("bridge", bridge, member, join))
+
+    def sysctl(self, name: str) -> str | None:
+        return self.settings.get(name)
+
+    def set_sysctl(self, name: str, value: str) -> None:
+        self.settings[name] = value
+
+    def ports(self) -> list[Port]:
+        return [Port("Thunderbolt Bridge", "bridge0", "36:00:00:00:00:00")] + [
+            Port(f"Thunderbolt {i + 1}", f"en{i + 2}", "36:00:00:00:00:01") for i in range(4)
+        ]
+
+    def buses(self) -> list[Bus]:
+        ports = [link for link in self.links if link.name.startswith("en")]
+        return [
+            Bus(i + 1, 40, f"D-{i}", far="F-1" if link.carrier else None)
+            for i, link in enumerate(ports)
+        ]
+
+    def machine(self) -> str:
+        return "Mac n1"
+
+
+LO0 = Iface("lo0", 1, True, True, 16384, kind="loopback", addresses=(
+    Address(IPv4Address("127.0.0.1"), 8), Address(IPv6Address("::1"), 128),
+))  # fmt: skip
+
+
+def run(host: MemoryHost, line: str) -> tuple[int, str]:
+    """One command line, words split at spaces (a NUL stands for a space inside a word)."""
+    program, *args = (word.replace("\0", " ") for word in line.split())
+    result = answer(host, program, args)
+    return result.code, result.out + result.err
+
+
+ifaces = st.builds(
+    lambda index, up, carrier, mtu, link_local, tentative, extra: Iface(
+        f"en{index + 2}",
+        index + 2,
+        up,
+        carrier,
+        mtu,
+        mac="36:1d:9a:00:00:01",
+        addresses=(
+            *(
+                [Address(IPv6Address(f"fe80::{index + 1}"), 64, tentative=tentative)]
+                if link_local
+                else []
+            ),
+            *[Address(IPv6Address(f"fde0:20c6:1fa7:ffff::{index}:{n}"), 128) for n in range(extra)],
+            Address(IPv4Address(f"10.77.{index}.2"), 31),
+        ),
+    ),
+    st.integers(0, 5),
+    st.booleans(),
+    st.booleans(),
+    st.sampled_from([1500, 9000]),
+    st.booleans(),
+    st.booleans(),
+    st.integers(0, 2),
+)
+
+
+@given(st.lists(ifaces, max_size=4, unique_by=lambda i: i.name))
+def test_ifconfig_reads_back_as_the_links_it_was_made_of(links: list[Iface]) -> None:
+    host = MemoryHost([LO0, *links])
+    assert parse.names(run(host, "ifconfig -l")[1]) == [i.name for i in host.links]
+    up = parse.names(run(host, "ifconfig -l -u")[1])
+    assert up == [i.name for i in host.links if i.up]
+    states = parse.ifconfig_states(run(host, "ifconfig")[1])
+    for link in links:
+        state = states[link.name]
+        assert state.up is link.up and state.mtu == link.mtu
+        assert state.active is (link.up and link.carrier)
+        assert state.link_local is any(
+            a.address.is_link_local and not a.tentative for a in link.addresses
+        )
+
+
+def test_a_bridge_lists_its_members_as_a_mac_does() -> None:
+    ports = [Iface(f"en{n}", n, True, False, 1500, member_of="bridge0") for n in (2, 3)]
+    bridge = Iface("bridge0", 9, True, False, 1500, kind="bridge", members=("en2", "en3"))
+    host = MemoryHost([LO0, *ports, bridge])
+    code, text = run(host, "ifconfig bridge0")
+    assert code == 0 and parse.bridge_members(text) == {"en2", "en3"}
+    assert (
+        "flags=8963<UP,BROADCAST,SMART,RUNNING,PROMISC,SIMPLEX,MULTICAST>"
+        in run(host, "ifconfig en2")[1]
+    )
+    assert run(host, "ifconfig bridge0 deletem en3") == (0, "")
+    assert host.done == [("bridge", "bridge0", "en3", False)]
+
+
+routes = st.builds(
+    Route,
+    st.one_of(
+        st.integers(0, 2**16 - 1).map(lambda n: ip_network(f"fde0:20c6:1fa7:ffff::{n:x}/128")),
+        st.integers(0, 255).map(lambda n: ip_network(f"10.77.{n}.1/32")),
+        st.integers(0, 255).map(lambda n: ip_network(f"10.{n}.0.0/16")),
+        st.just(ip_network("192.168.1.0/24")),
+    ),
+    st.sampled_from(["en2", "en3"]),
+    st.one_of(st.none(), st.just(IPv6Address("fe80::1")), st.just(IPv4Address("10.77.9.9"))),
+    st.booleans(),
+)
+
+
+@given(st.lists(routes, max_size=8))
+def test_netstat_reads_back_as_babelds_routes_and_the_hosts_own(table: list[Route]) -> None:
+    # babeld installs host routes only (its filters: `ge 128`, `ge 32`)
+    table = [
+        r
+        for r in table
+        if (r.gateway is None or r.gateway.version == r.destination.version)
+        and (not r.babel or r.destination.prefixlen == r.destination.max_prefixlen)
+    ]
+    host = MemoryHost([LO0], table)
+    _, six = run(host, "netstat -rn -f inet6")
+    _, four = run(host, "netstat -rn -f inet")
+    assert six.startswith("Routing tables\n\nInternet6:\nDestination")
+    assert sorted(parse.babel_routes(six)) == sorted(
+        str(r.destination.network_address)
+        for r in table
+        if r.babel and isinstance(r.destination, IPv6Network)
+    )
+    assert sorted(IPv4Network(d, strict=False) for d in parse.babel_routes_v4(four)) == sorted(
+        r.destination for r in table if r.babel and isinstance(r.destination, IPv4Network)
+    )
+    assert sorted(h.network for h in parse.inet_routes(four)) == sorted(
+        r.destination for r in table if not r.babel and isinstance(r.destination, IPv4Network)
+    )
+
+
+def test_networksetup_and_system_profiler_read_back_as_ports_and_cables() -> None:
+    plugged = Iface("en2", 2, True, True, 1500)
+    loose = Iface("en3", 3, True, False, 1500)
+    host = MemoryHost([LO0, plugged, loose])
+    ports = parse.hardware_ports(run(host, "networksetup -listallhardwareports")[1])
+    assert ports["en2"] == "Thunderbolt 1" and ports["bridge0"] == "Thunderbolt Bridge"
+    profile = run(host, "system_profiler SPThunderboltDataType -json")[1]
+    assert parse.thunderbolt_cables(profile, ports) == {"en2": True, "en3": False}
+
+
+@pytest.mark.parametrize(
+    ("line", "act"),
+    [
+        ("ifconfig en2 up", ("up", "en2", True)),
+        (
+            "networksetup -setnetworkserviceenabled Thunderbolt\0Bridge off",
+            ("service", "Thunderbolt Bridge", False),
+        ),
+        ("ifconfig en2 mtu 9000", ("mtu", "en2", 9000)),
+        (
+            "ifconfig en2 inet6 fde0:20c6:1fa7:ffff::1/128 pltime 0 add",
+            ("add", "en2", Address(IPv6Address("fde0:20c6:1fa7:ffff::1"), 128, deprecated=True)),
+        ),
+        (
+            "ifconfig en2 inet 10.77.1.2/31 alias",
+            ("add", "en2", Address(IPv4Address("10.77.1.2"), 31)),
+        ),
+    ],
+)
+def test_the_lines_babblerd_runs_act(line: str, act: tuple[object, ...]) -> None:
+    host = MemoryHost([LO0, Iface("en2", 2, False, False, 1500)])
+    assert run(host, line) == (0, "")
+    assert host.done == [act]
+
+
+def test_removing_what_is_not_there_fails_with_macos_s_words() -> None:
+    """babblerd counts these words as "already gone" (links/darwin.py _GONE, "not in table")."""
+    host = MemoryHost([LO0, Iface("en2", 2, True, True, 1500)])
+    assert run(host, "ifconfig bridge9 deletem en2")[0] == 1
+    code, text = run(host, "ifconfig en2 inet6 fde0:20c6:1fa7:ffff::1/128 delete")
+    assert code == 1 and "Can't assign requested address" in text
+    result = answer(host, "route", ["-n", "delete", "-inet6", "fde0:20c6:1fa7:ffff::9"])
+    assert result == Answer(  # route(8) exits 0 all the same
+        0,
+        "delete host fde0:20c6:1fa7:ffff::9: not in table\n",
+        "route: writing to routing socket: not in table\n",
+    )
+    assert run(host, "ifconfig en9") == (1, "ifconfig: interface en9 does not exist\n")
+    assert host.done == []
+
+
+def test_sysctl_reads_and_writes_as_macos_prints_it() -> None:
+    host = MemoryHost(settings={"net.inet6.ip6.forwarding": "0"})
+    assert run(host, "sysctl -n net.inet6.ip6.forwarding") == (0, "0\n")
+    assert run(host, "sysctl -w net.inet6.ip6.forwarding=1") == (
+        0,
+        "net.inet6.ip6.forwarding: 0 -> 1\n",
+    )
+    assert run(host, "sysctl -n net.inet.nothing") == (
+        1,
+        "sysctl: unknown oid 'net.inet.nothing'\n",
+    )
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "netstat -ibn",
+        "ifconfig en2 inet6 fde0::1/128 pltime 0 delete",
+        "ifconfig en2 media 10GbaseT",
+        "networksetup -listnetworkserviceorder",
+        "system_profiler SPThunderboltDataType",
+        "sysctl -a",
+        "route -n get default",
+        "socketfilterfw --setglobalstate on",
+    ],
+)
+def test_a_command_line_the_lab_does_not_know_fails_never_an_empty_success(line: str) -> None:
+    host = MemoryHost([LO0, Iface("en2", 2, True, True, 1500)])
+    code, text = run(host, line)
+    assert code == USAGE and "does not answer" in text and host.done == []
+
+
+def test_a_program_the_lab_does_not_have_is_not_found() -> None:
+    assert answer(MemoryHost(), "launchctl", ["list"]).code == 127
