@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv4Interface, IPv6Address
 from typing import Any
 
@@ -21,8 +22,9 @@ import trio
 from babbler.core.addressing import format_node_id
 from babbler.core.addrplan import AddressPlan, plan_v4
 from babbler.core.errors import KernelError
-from babbler.core.links import AddressChange, Links, Selector
+from babbler.core.links import AddressChange, Link, Links, Selector
 from babbler.core.table import MeshTable, interface_view, neighbour_view
+from babbler.daemon.farprobe import PROBE_EVERY, PROBE_FOR
 from babbler.daemon.ipv4 import Cabled, Ipv4
 from babbler.daemon.links.kernel import Kernel
 
@@ -56,11 +58,32 @@ def cable_ends_of(table: MeshTable) -> tuple[dict[str, IPv6Address], list[tuple[
     return interfaces, neighbours
 
 
+@dataclass
+class Probe:
+    """What the far-end probe (farprobe.py) found on one link, and until when the link waits
+    for it before babeld is told all the same."""
+
+    until: float  # trio time
+    own: IPv6Address | None = None
+    far: IPv6Address | None = None
+    done: bool = False
+
+
 class Ipv4Service:
-    def __init__(self, state: Ipv4, kernel: Kernel, restart: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        state: Ipv4,
+        kernel: Kernel,
+        restart: Callable[[str], None],
+        gated: bool = False,
+    ) -> None:
+        """`gated`: babeld has no v4-via-v6 here (macOS), so a new link waits for its /31
+        before babeld is told (`ready`, farprobe.py)."""
         self.state = state
         self._kernel = kernel
         self._restart = restart
+        self._gated = gated
+        self.probes: dict[tuple[str, int], Probe] = {}  # (link, index) -> its far-end probe
         self.cables: list[Cabled] = []
         self._seen: dict[Cabled, float] = {}  # every cable held: when babeld last had it
         self._current: set[Cabled] = set()  # those babeld has now
@@ -89,7 +112,20 @@ class Ipv4Service:
         """What to add and remove now; the additions are recorded before they are made."""
         await self.check_clash()
         now = trio.current_time()
-        current = self.state.cables(*cable_ends_of(table)) if active else []
+        self.probes = {
+            key: probe
+            for key, probe in self.probes.items()
+            if (link := links.get(key[0])) is not None and link.index == key[1]
+        }
+        interfaces, neighbours = cable_ends_of(table)
+        met = {name for name, _ in neighbours}
+        for (name, _), probe in self.probes.items():
+            if name in met:  # babeld's word from now on (and the hold when it goes)
+                probe.own = probe.far = None
+            elif probe.own is not None and probe.far is not None:
+                interfaces.setdefault(name, probe.own)
+                neighbours.append((name, probe.far))
+        current = self.state.cables(interfaces, neighbours) if active else []
         self._current = set(current)
         self._seen.update(dict.fromkeys(current, now))
         self._seen = {
@@ -109,6 +145,55 @@ class Ipv4Service:
             adds = {(c.interface, _interface(c)) for c in todo.add}
             self._keep_record(self.state.recorded | adds)
         return todo
+
+    # -- new links on a platform without v4-via-v6 ----------------------------------------------
+
+    def ready(self, name: str, link: Link) -> bool:
+        """Whether babeld may be told about `link` now: always where babeld has v4-via-v6
+        or the mesh has no IPv4; else once the far-end probe found the far end and the
+        cable's /31 is on the link, or found none (a LAN, a silent far end), or took too
+        long (PROBE_FOR: then babeld may flush that link's routes once, as before)."""
+        if not self._gated or not self.state.on:
+            return True
+        probe = self.probes.get((name, link.index))
+        if probe is None:
+            return False
+        if not probe.done and trio.current_time() < probe.until:
+            return False
+        if probe.far is None or trio.current_time() >= probe.until:
+            return True  # no far end found, or babeld met it already (plan forgot it)
+        cable = next((c for c in self.cables if c.interface == name), None)
+        return cable is not None and any(a.ip == cable.address for a in link.addresses_v4)
+
+    def to_probe(self, links: Links, usable: Iterable[str]) -> list[tuple[str, int]]:
+        """The usable links to probe now (each once per appearance), their probes begun."""
+        if not self._gated or not self.state.on:
+            return []
+        until = trio.current_time() + PROBE_FOR
+        new = [(n, links[n].index) for n in usable if (n, links[n].index) not in self.probes]
+        for key in new:
+            self.probes[key] = Probe(until)
+        return new
+
+    async def probe(self, link: Link) -> None:
+        """Find the far end of one link (farprobe.py), trying until its probe's deadline."""
+        probe = self.probes.get((link.name, link.index))
+        name = link.name
+        try:
+            while probe is not None and trio.current_time() < probe.until:
+                own, others = await self._kernel.far_link_locals(link)
+                if own is not None and len(others) == 1:
+                    probe.own, probe.far = own, others.pop()
+                    log.info("far end found before babeld", interface=name, far=str(probe.far))
+                    break
+                if len(others) > 1:
+                    break  # a LAN: babeld's neighbours will say which cable is which
+                await trio.sleep(PROBE_EVERY)
+        except KernelError as error:
+            log.warning("cannot probe for the far end", interface=name, error=str(error))
+        finally:
+            if probe is not None:
+                probe.done = True
 
     def next_expiry(self) -> float:
         """When the next cable held after its neighbour left is due to go (trio time)."""

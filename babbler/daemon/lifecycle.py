@@ -85,7 +85,8 @@ class Daemon:
             ),
         )
         state = Ipv4.load(config.ipv4_prefix, config.state_dir, node.value)
-        self.ipv4 = Ipv4Service(state, kernel, restart=self.moves.ipv4_changed)
+        gated = not config.platform.babeld_v4_via_v6  # macOS: a new cable's /31 first
+        self.ipv4 = Ipv4Service(state, kernel, self.moves.ipv4_changed, gated)
         kernel_health = KernelHealth(*tunables.kernel_retry)
         self.nodes = NodeService(
             me=lambda: identity.node_id,
@@ -233,6 +234,7 @@ class Daemon:
                 await reconcile.refresh()
                 nursery.start_soon(reconcile.follow_kernel)
                 nursery.start_soon(reconcile.follow_cables)
+                nursery.start_soon(reconcile.follow_probes)
                 nursery.start_soon(self.ipv4.follow_clashes, reconcile.refresh)
                 nursery.start_soon(run_mesh, self.demand, reconcile.set_active, self._run_with_mesh)
                 nursery.start_soon(self.moves.follow_collisions)

@@ -79,6 +79,7 @@ class Reconcile:
         self._failed = Signal()  # a pass failed: `retry` tries again
         self._retry_in: float | None = None  # after the last pass; None: it went through
         self._unmatched: list[str] = []
+        self._probes_wanted = Signal()  # usable links changed: new ones may need a probe
 
     @property
     def selector(self) -> Selector:
@@ -86,13 +87,37 @@ class Reconcile:
         return Selector(config.interface, config.exclude)
 
     def usable_names(self) -> set[str]:
-        """The links babeld may use, as last read."""
-        return usable_names(self.links, self.selector)
+        """The links babeld may use, as last read (on macOS a new one once its cable has
+        its /31: ipv4_service.ready)."""
+        usable = usable_names(self.links, self.selector)
+        return {name for name in usable if self._ipv4.ready(name, self.links[name])}
+
+    async def follow_probes(self) -> None:
+        """Where babeld has no v4-via-v6: each new usable link's far end found before babeld
+        is told (farprobe.py), then a pass (its /31), then babeld told."""
+
+        async def one(name: str, index: int) -> None:
+            link = self.links.get(name)
+            if link is not None and link.index == index:
+                await self._ipv4.probe(link)
+            await self.refresh()
+            self.links_changed.notify()  # babeld told now, its /31 added or not
+
+        async with trio.open_nursery() as nursery:
+            while True:
+                wanted = self._probes_wanted.event()
+                for name, index in self._ipv4.to_probe(self.links, self._usable()):
+                    nursery.start_soon(one, name, index)
+                await wanted.wait()
+
+    def _usable(self) -> set[str]:
+        return usable_names(self.links, self.selector) if self.active else set()
 
     async def set_active(self, active: bool) -> None:
         """The mesh runs, or not (demand.py): the addresses follow."""
         self.active = active
         await self.refresh()
+        self._probes_wanted.notify()
 
     async def refresh(self) -> None:
         """Re-read the links, bring the addresses to the plan, tell followers. Raises
@@ -194,6 +219,7 @@ class Reconcile:
         if change or todo:
             self.links_changed.notify()
             self._mesh.publish()
+            self._probes_wanted.notify()
         self._warn_unmatched()
 
     def _warn_unmatched(self) -> None:

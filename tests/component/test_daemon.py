@@ -6,9 +6,10 @@ import itertools
 import json
 import os
 import signal
+from collections.abc import MutableMapping
 from dataclasses import replace
 from functools import partial
-from ipaddress import IPv4Network, ip_address
+from ipaddress import IPv4Network, IPv6Address, ip_address
 from pathlib import Path
 from typing import Any
 
@@ -698,3 +699,31 @@ async def test_the_platform_decides_babelds_options_the_fence_and_status(
         client = await connect(daemon.config.socket_path)
         status = json.loads((await client.request("status"))[0])
         assert status["platform"] == platform.key
+
+
+async def test_on_macos_a_new_cable_has_its_ipv4_address_before_babeld_is_told_of_it() -> None:
+    """babeld without v4-via-v6 flushes a link's routes when the link's IPv4 address
+    appears: the far end is found first (an echo to ff02::1: the fake kernel's `far`), the
+    cable's /31 added, and only then is babeld told about the link (its first, or added);
+    a link whose probe finds nobody (v1x2) is told all the same."""
+    kernel = FakeKernel(veth("v1x2", 2), veth("v1x3", 3))
+    kernel.far["v1x3"] = (IPv6Address("fe80::1"), {IPv6Address("fe80::2")})
+    kernel.far_delay = 0.5  # the answers take a while: babeld must not be told meanwhile
+
+    def told(name: str, event: MutableMapping[str, Any]) -> bool:
+        launched = event["event"] == "starting babeld" and event["args"][-1] == name
+        added = event["event"] == "babeld interface added" and event["interface"] == name
+        return bool(launched or added)
+
+    with structlog.testing.capture_logs() as logs:
+        async with running(kernel, mode="always", platform=MACOS):
+            await eventually(lambda: all(any(told(n, e) for e in logs) for n in ("v1x2", "v1x3")))
+    cable = next(
+        i
+        for i, e in enumerate(logs)
+        if e["event"] == "address added" and e["interface"] == "v1x3" and "." in e["address"]
+    )
+    babeld = next(i for i, e in enumerate(logs) if told("v1x3", e))
+    assert cable < babeld, [e["event"] for e in logs]
+    found = [e for e in logs if e["event"] == "far end found before babeld"]
+    assert [(e["interface"], e["far"]) for e in found] == [("v1x3", "fe80::2")]

@@ -8,7 +8,7 @@ import errno
 import threading
 from collections import Counter
 from dataclasses import replace
-from ipaddress import IPv4Address, IPv4Interface
+from ipaddress import IPv4Address, IPv4Interface, IPv6Address
 
 import trio
 
@@ -35,6 +35,9 @@ class FakeKernel:
         self.reads: Counter[str] = Counter()  # calls of each read, faulty ones too
         self._faults: dict[str, tuple[str, int | None]] = {}  # read -> (fault, times left)
         self.hanging = 0  # reads hanging now
+        # link -> (this end's link-local, the far ends' ones), as an echo to ff02::1 finds
+        self.far: dict[str, tuple[IPv6Address | None, set[IPv6Address]]] = {}
+        self.far_delay = 0.0
 
     # -- faults --------------------------------------------------------------------------------
 
@@ -107,6 +110,12 @@ class FakeKernel:
                 link, addresses=frozenset(addresses), deprecated=frozenset(deprecated)
             )
         self.changed.notify()
+
+    async def far_link_locals(self, link: Link) -> tuple[IPv6Address | None, set[IPv6Address]]:
+        """The far ends a test put on the link (`far`), after `far_delay` (the echo's round
+        trip and answers waited for): no packet leaves the test."""
+        await trio.sleep(self.far_delay)
+        return self.far.get(link.name, (None, set()))
 
     async def read_routes_v4(self) -> list[HostRoute]:
         await self._fault("read_routes_v4")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 from collections.abc import Awaitable, Callable
+from ipaddress import IPv6Address
 from typing import Protocol, TypeVar
 
 import structlog
@@ -76,6 +77,10 @@ class Kernel(Protocol):
 
     async def set_mtu(self, link: Link, size: int) -> None:
         """Set a link's MTU in bytes. Raises KernelError."""
+
+    async def far_link_locals(self, link: Link) -> tuple[IPv6Address | None, set[IPv6Address]]:
+        """(this end's link-local, the others' on the link), asked on the link itself
+        (daemon/farprobe.py: an echo to ff02::1 there). Raises KernelError."""
 
 
 def nonsense(links: object) -> str | None:
@@ -165,3 +170,6 @@ class Guarded:
 
     async def set_mtu(self, link: Link, size: int) -> None:
         await self._bounded(lambda: self._kernel.set_mtu(link, size))
+
+    async def far_link_locals(self, link: Link) -> tuple[IPv6Address | None, set[IPv6Address]]:
+        return await self._bounded(lambda: self._kernel.far_link_locals(link))

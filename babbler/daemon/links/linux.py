@@ -58,6 +58,7 @@ from babbler.core.fence import PROTOCOL, Rule, ours
 from babbler.core.ipv4 import HostRoute
 from babbler.core.links import AddressChange, Link
 from babbler.core.platform import NODE_ADDRESS_LABEL, cable_address_label
+from babbler.daemon import farprobe
 from babbler.daemon.links.events import EventSocket
 from babbler.daemon.sysctls import ProcSys, Settings
 from babbler.host.sysfs import IFF_UP, device_facts, settled
@@ -255,6 +256,12 @@ class LinuxKernel:
         msg["index"] = link.index
         msg["attrs"] = [("IFLA_MTU", size)]
         await self._request(msg, RTM_NEWLINK, NLM_F_REQUEST | NLM_F_ACK)
+
+    async def far_link_locals(self, link: Link) -> tuple[IPv6Address | None, set[IPv6Address]]:
+        try:
+            return await farprobe.link_locals(link.index)
+        except OSError as error:
+            raise KernelError(f"cannot ask {link.name}'s far end: {error}", errno.EIO) from None
 
     async def remove_address(self, change: AddressChange) -> None:
         try:
