@@ -197,6 +197,9 @@ class Lab:
                 mac.bridge_port(node.netns, port)
         if not self.real_links:
             netns.plug(*ends, names=names)
+        for node in (self.nodes[a - 1], self.nodes[b - 1]):
+            if node.macos and node.helper_pid is not None:  # a port added since it started
+                mac.describe(self.name, node, self.far_ends(node), mac.SPEEDS[0])
         self.save()
 
     def plug(self, a: int, b: int, up: bool = True, prefix: str = "v") -> None:

@@ -8,9 +8,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
-import time
 from ipaddress import IPv4Network
 from pathlib import Path
 
@@ -20,7 +17,7 @@ from babbler.core.addressing import format_node_id
 from babbler.core.ipv4 import node_address_v4
 from babbler.lab import Lab, Node, netns, probe
 from babbler.lab.jobs import babblerctl
-from tests.integration.helpers import WAIT, LabFactory, until
+from tests.integration.helpers import WAIT, LabFactory, talk_through_a_pull, until
 
 pytestmark = pytest.mark.integration
 
@@ -175,9 +172,6 @@ def test_a_crashed_daemon_s_ipv4_addresses_are_removed_by_the_next_start(
     assert not (Path(n1.state_dir) / "ipv4-addresses").read_text().strip()
 
 
-ECHO = Path(__file__).with_name("echo.py")
-
-
 @pytest.mark.parametrize("family", ["ipv4", "ipv6"])
 def test_a_connection_outlives_a_pulled_cable_at_this_end(
     make_lab: LabFactory, family: str
@@ -190,43 +184,15 @@ def test_a_connection_outlives_a_pulled_cable_at_this_end(
     lab.wait_reachable(WAIT)
     target = str(v4(lab, n3)) if family == "ipv4" else lab.status(n3)["node_address"]
     until(lambda: lab.ping(n1, target), what=f"n3's {family} node address")
-    server = subprocess.Popen(
-        ["ip", "netns", "exec", n3.netns, sys.executable, str(ECHO), "serve", "7007"]
-    )
-    try:
-        until(lambda: "7007" in lab.exec(n3, "ss", "-ltn").stdout, what="the echo listening")
-        route = lab.exec(n1, "ip", "route", "get", target).stdout.split()
-        carrying = route[route.index("dev") + 1]
-        assert (
-            f"src {lab.status(n1)['node_address' if family == 'ipv6' else 'node_address_v4']}"
-            in " ".join(route)
-        )
-        talk = subprocess.Popen(
-            [
-                "ip",
-                "netns",
-                "exec",
-                n1.netns,
-                sys.executable,
-                str(ECHO),
-                "talk",
-                target,
-                "7007",
-                "8",
-            ],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        time.sleep(2)
-        netns.run("ip", "-n", n1.netns, "link", "set", carrying, "down")
-        time.sleep(3)
-        netns.run("ip", "-n", n1.netns, "link", "set", carrying, "up")
-        out, _ = talk.communicate(timeout=60)
-    finally:
-        server.kill()
-        server.wait()
-    result = json.loads(out)
-    print(family, "pulled", carrying, result)  # the gap, for docs/benchmarks.md
+    route = lab.exec(n1, "ip", "route", "get", target).stdout.split()
+    source = lab.status(n1)["node_address" if family == "ipv6" else "node_address_v4"]
+    assert f"src {source}" in " ".join(route)
+
+    def down(link: str, state: str = "down") -> None:
+        netns.run("ip", "-n", n1.netns, "link", "set", link, state)
+
+    result = talk_through_a_pull(lab, n1, n3, target, down, lambda link: down(link, "up"))
+    print(family, "pulled", result)  # the gap, for docs/benchmarks.md
     assert result["error"] is None, result
     assert result["echoed"] == result["sent"] and result["sent"] > 60, result
     # 0.47 s measured here; leaving from the cable's address it froze until the cable was back

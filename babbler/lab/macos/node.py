@@ -82,7 +82,8 @@ def describe(lab: str, node: Node, far: Mapping[str, Node], speed: int) -> None:
 def environment(node: Node) -> dict[str, str]:
     """What a process on the node runs with: the node's commands first on PATH, and the
     platform for `babblerctl doctor`."""
-    path = os.pathsep.join([str(node.bin_dir), os.environ.get("PATH", "/usr/bin:/bin")])
+    here = str(Path(sys.executable).parent)  # the lab's own programs: babblerctl, babblerd
+    path = os.pathsep.join([str(node.bin_dir), here, os.environ.get("PATH", "/usr/bin:/bin")])
     return {"PATH": path, "BABBLER_PLATFORM": "macos", "PYTHONPATH": str(SITE)}
 
 

@@ -17,7 +17,6 @@ ports and its Thunderbolt buses (their far ends' domains).
 from __future__ import annotations
 
 import json
-import select
 import shlex
 import socket
 import socketserver
@@ -66,8 +65,10 @@ class Description:
         return cls(data["machine"], [tuple(p) for p in data["ports"]], data["buses"])
 
 
-# RTMGRP_LINK, RTMGRP_IPV4_IFADDR, RTMGRP_IPV4_ROUTE, RTMGRP_IPV6_IFADDR, RTMGRP_IPV6_ROUTE
+# RTMGRP_LINK, RTMGRP_IPV4_IFADDR, RTMGRP_IPV4_ROUTE, RTMGRP_IPV6_IFADDR, RTMGRP_IPV6_ROUTE,
+# on a plain netlink socket (pyroute2's own reader would take the messages first)
 CHANGES = 0x1 | 0x10 | 0x40 | 0x100 | 0x400
+NETLINK_ROUTE = 0
 
 
 def _ip(*args: str) -> None:
@@ -83,8 +84,9 @@ class NetlinkHost:
         self._ipr = IPRoute()
         # The namespace's link, address and route changes: a snapshot is read again only
         # after one (a pass runs several commands in a row; each re-read cost ~3 ms)
-        self._changes = IPRoute()
-        self._changes.bind(groups=CHANGES)
+        self._changes = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_ROUTE)
+        self._changes.bind((0, CHANGES))
+        self._changes.setblocking(False)
         self._cache: dict[str, Any] = {}
         self._dir = node_dir
         self._kept: dict[str, str] = {"net.inet6.ip6.redirect": "1"}
@@ -96,8 +98,14 @@ class NetlinkHost:
     def _fresh(self, key: str, read: Callable[[], Any]) -> Any:
         """`read()`'s answer, kept until the namespace changes (or this server acts)."""
         changed = False
-        while select.select([self._changes.fileno()], [], [], 0)[0]:
-            self._changes.recv(1 << 16)
+        while True:
+            try:
+                if not self._changes.recv(1 << 16):
+                    break
+            except BlockingIOError:
+                break
+            except OSError:  # ENOBUFS: changes were lost, which is a change
+                pass
             changed = True
         if changed:
             self._cache.clear()
