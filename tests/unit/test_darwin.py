@@ -21,6 +21,15 @@ from babbler.daemon.links.darwin import DarwinKernel, System
 from babbler.daemon.sysctls import SysctlCommand
 
 DATA = Path(__file__).parent / "data" / "darwin"
+# `netstat -rn -f inet` of a Mac on a LAN (macOS 14+ columns): no route of babeld's
+NETSTAT_INET = (
+    "Routing tables\n\nInternet:\n"
+    "Destination        Gateway            Flags               Netif Expire\n"
+    "default            192.168.1.1        UGScg                 en0       \n"
+    "127                127.0.0.1          UCS                   lo0       \n"
+    "127.0.0.1          127.0.0.1          UH                    lo0       \n"
+    "192.168.1          link#5             UCS                   en0      !\n"
+)
 MESH_ADDRESS = IPv6Address("fde0:20c6:1fa7:12:3456:789a:0:1")
 
 
@@ -37,6 +46,7 @@ class FakeMac:
             ("ifconfig", "bridge0"): (DATA / "ifconfig-bridge0.txt").read_text(),
             ("ifconfig",): (DATA / "ifconfig.txt").read_text(),
             ("netstat", "-rn", "-f", "inet6"): (DATA / "netstat-rn-f-inet6.txt").read_text(),
+            ("netstat", "-rn", "-f", "inet"): NETSTAT_INET,
         }
         self.failures: dict[tuple[str, ...], str] = {}
         self.inet6_of: dict[str, list[dict[str, Any]]] = json.loads(
@@ -49,7 +59,14 @@ class FakeMac:
         self.ran.append(command)
         if command in self.failures:
             raise KernelError(f"{' '.join(command)}: {self.failures[command]}", 5)
-        return self.outputs.get(command, "")
+        if command in self.outputs:
+            return self.outputs[command]
+        if command[0] == "ifconfig" and len(command) > 2:  # an act: silent, as macOS's
+            return ""
+        if command[:3] == ("route", "-n", "delete"):
+            return f"delete host {command[4]}\n"
+        # as the lab's Mac (babbler/lab/macos): never an empty success
+        raise KernelError(f"{' '.join(command)}: the fake Mac does not answer this", 64)
 
     def system(self) -> System:
         return System(

@@ -142,18 +142,39 @@ def test_every_linux_check_has_a_fixture_that_makes_it_fail(name: str) -> None:
 
 # -- macOS, from written outputs -----------------------------------------------------------------
 
-PROFILE = {
-    "SPThunderboltDataType": [
-        {"_name": "thunderbolt_bus_0", "device_name_key": "MacBook Pro", "domain_uuid_key": "A-1",
-         "receptacle_1_tag": {"receptacle_id_key": "1", "current_speed_key": "Up to 40 Gb/s"},
-         "_items": [{"_name": "Mac Studio", "domain_uuid_key": "B-1"}]},
-        {"_name": "thunderbolt_bus_1", "device_name_key": "MacBook Pro", "domain_uuid_key": "A-2",
-         "receptacle_1_tag": {"receptacle_id_key": "3"},
-         "_items": [{"_name": "Mac mini", "domain_uuid_key": "C-1"}]},
-        {"_name": "thunderbolt_bus_2", "device_name_key": "MacBook Pro", "domain_uuid_key": "A-3",
-         "receptacle_1_tag": {"receptacle_id_key": "4"}, "_items": [{"_name": "a dock"}]},
-    ]
-}  # fmt: skip
+
+def bus(n: int, receptacle: int, item: dict[str, str] | None) -> dict[str, object]:
+    """One bus as macOS 26 prints it (keys of the real captures, docs/macos.md): a cabled
+    one with its link speed and the far end in `_items`, an empty one "Up to ..."."""
+    tag = {
+        "current_speed_key": "40 Gb/s" if item else "Up to 40 Gb/s",
+        "link_status_key": "0x2" if item else "0x100",
+        "receptacle_id_key": str(receptacle),
+        "receptacle_status_key": "receptacle_connected" if item
+        else "receptacle_no_devices_connected",
+    }  # fmt: skip
+    out: dict[str, object] = {
+        "_name": f"thunderboltusb4_bus_{n}",
+        "device_name_key": "MacBook Pro",
+        "domain_uuid_key": f"AD089FC0-E653-4FFE-B00A-DFF110B2F9A{n}",
+        "receptacle_1_tag": tag,
+        "route_string_key": "0",
+        "switch_uid_key": f"0x05ACBE5E0678198{n}",
+        "vendor_name_key": "Apple Inc.",
+    }
+    if item:
+        out["_items"] = [item]
+    return out
+
+
+# Highest bus first, as macOS lists them; a dock (no domain of its own) is not a Mac.
+STUDIO = {"_name": "Mac Studio", "device_name_key": "Mac15,14", "domain_uuid_key": "B-1"}
+MINI = {"_name": "Mac mini", "device_name_key": "Mac16,11", "domain_uuid_key": "C-1"}
+BLOCK_ALL_OFF = "Firewall has block all state set to disabled.\n"  # macOS 14 and later
+PROFILE = {"SPThunderboltDataType": [
+    bus(3, 4, {"_name": "a dock", "device_name_key": "a dock"}), bus(2, 3, MINI),
+    bus(1, 2, None), bus(0, 1, STUDIO),
+]}  # fmt: skip
 
 
 class Mac:
@@ -162,12 +183,14 @@ class Mac:
             ("networksetup", "-listallhardwareports"): (
                 DATA / "networksetup-listallhardwareports.txt"
             ).read_text(),
-            ("ifconfig",): (DATA / "ifconfig.txt").read_text()
-            + (DATA / "ifconfig-bridge0.txt").read_text(),
+            ("ifconfig",): (DATA / "ifconfig.txt").read_text(),
             ("ifconfig", "bridge0"): (DATA / "ifconfig-bridge0.txt").read_text(),
             ("system_profiler", "SPThunderboltDataType", "-json"): json.dumps(PROFILE),
             (gathering.FIREWALL, "--getglobalstate"): firewall,
-            (gathering.FIREWALL, "--getblockall"): "Block all INCOMING connections: DISABLED",
+            (
+                gathering.FIREWALL,
+                "--getblockall",
+            ): "Firewall has block all state set to disabled.\n",
         }
 
     def run(self, args: Sequence[str]) -> str:
@@ -212,7 +235,7 @@ def test_the_firewall_on_warns_and_blocking_everything_fails() -> None:
 def test_macos_outputs_parse_and_nonsense_is_no_crash() -> None:
     ports = darwin.hardware_ports(Mac().outputs[("networksetup", "-listallhardwareports")])
     assert darwin.thunderbolt_cables(json.dumps(PROFILE), ports) == {
-        "en2": True, "en4": True, "en5": False,
+        "en2": True, "en3": False, "en4": True, "en5": False,
     }  # fmt: skip
     for nonsense in (
         "",
