@@ -163,9 +163,9 @@ class Lab:
                 acts = node_platform(platform, i)
                 node = Node(i, netns_name(name, i), node_base(str(lab.base), i), platform=acts)
                 files.make_dir(Path(node.base))
-                netns.add_namespace(node.netns, real_links)
-                lab.nodes.append(node)
+                lab.nodes.append(node)  # first: a namespace made halfway goes with `down`
                 lab.save()
+                netns.add_namespace(node.netns, real_links)
                 if node.macos:
                     mac.shape(node.netns)
             for a, b in lab.links:

@@ -284,3 +284,21 @@ def test_a_node_s_files_stay_under_its_lab(root: Path, namespaces: Namespaces) -
     assert Lab.load("fine").nodes == lab.nodes
     lab.down()
     assert not (root / "fine").exists()
+
+
+def test_a_namespace_whose_setup_fails_halfway_is_deleted_too(
+    root: Path, namespaces: Namespaces, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`ip netns add` went through, the sysctl after it failed (no sysctl on PATH): the
+    lab's clean-up deletes that namespace as well, not only the finished ones."""
+
+    def add(name: str, real: bool = False) -> None:
+        namespaces.made.append(name)
+        if name.endswith("n2"):
+            raise LabError("sysctl: not found")
+
+    monkeypatch.setattr(netns, "add_namespace", add)
+    with pytest.raises(LabError, match="sysctl"):
+        Lab.create("half", 3, "line", [])
+    assert namespaces.deleted == [["bbl-half-n1", "bbl-half-n2"]]
+    assert not (root / "half").exists()
