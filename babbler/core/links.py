@@ -55,6 +55,9 @@ class Link:
     driver: str | None = None
     master: int | None = None  # index of the bridge/bond it is enslaved to
     up: bool = False  # administratively up (IFF_UP)
+    # A live far end (macOS `status: active`: a Mac keeps a port up with no cable in it);
+    # None where the backend does not say (Linux: a pulled cable takes the link down).
+    carrier: bool | None = None
     link_local: bool = False  # holds a usable (not tentative) fe80::/10 address
     addresses: frozenset[IPv6Address] = field(default_factory=frozenset)  # non-link-local
     # Those of `addresses` that are valid but not preferred as a source (RFC 6724).
@@ -177,6 +180,7 @@ class LinkDiff:
 _COMPARED = (
     "index",
     "up",
+    "carrier",
     "link_local",
     "addresses",
     "deprecated",

@@ -70,6 +70,7 @@ class Cabled:
     address: IPv4Address
     peer: IPv4Address
     subnet: IPv4Network
+    far: IPv6Address  # the far end's link-local (babeld's neighbour, or the probe's find)
 
 
 @dataclass
@@ -147,7 +148,7 @@ class Ipv4:
         out = []
         for cable, subnet in sorted(cable_subnets(self.prefix, cables).items()):
             mine, theirs = cable_ends(subnet, cable)
-            out.append(Cabled(cable.interface, mine, theirs, subnet))
+            out.append(Cabled(cable.interface, mine, theirs, subnet, cable.theirs))
         return out
 
     def wanted(

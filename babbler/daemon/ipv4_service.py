@@ -58,10 +58,13 @@ def cable_ends_of(table: MeshTable) -> tuple[dict[str, IPv6Address], list[tuple[
     return interfaces, neighbours
 
 
+Appearance = tuple[str, int]  # a link's name and index: one time it is there to use
+
+
 @dataclass
 class Probe:
-    """What the far-end probe (farprobe.py) found on one link, and until when the link waits
-    for it before babeld is told all the same."""
+    """What the far-end probe (farprobe.py) found on one appearance of a link, and until
+    when the link waits for it before babeld is told all the same."""
 
     until: float  # trio time
     own: IPv6Address | None = None
@@ -83,7 +86,8 @@ class Ipv4Service:
         self._kernel = kernel
         self._restart = restart
         self._gated = gated
-        self.probes: dict[tuple[str, int], Probe] = {}  # (link, index) -> its far-end probe
+        self.probes: dict[Appearance, Probe] = {}  # each appearance's far-end probe
+        self.told: set[Appearance] = set()  # appearances `ready` let babeld have
         self.cables: list[Cabled] = []
         self._seen: dict[Cabled, float] = {}  # every cable held: when babeld last had it
         self._current: set[Cabled] = set()  # those babeld has now
@@ -112,15 +116,13 @@ class Ipv4Service:
         """What to add and remove now; the additions are recorded before they are made."""
         await self.check_clash()
         now = trio.current_time()
-        self.probes = {
-            key: probe
-            for key, probe in self.probes.items()
-            if (link := links.get(key[0])) is not None and link.index == key[1]
-        }
+        self._end_appearances(links, selector, active)
         interfaces, neighbours = cable_ends_of(table)
-        met = {name for name, _ in neighbours}
+        met = set(neighbours)
         for (name, _), probe in self.probes.items():
-            if name in met:  # babeld's word from now on (and the hold when it goes)
+            if (name, probe.far) in met or now >= probe.until + CABLE_HOLD:
+                # babeld's word from now on (and the hold when it goes); or babeld never
+                # met the far end the probe found (a far port still in a bridge): no /31
                 probe.own = probe.far = None
             elif probe.own is not None and probe.far is not None:
                 interfaces.setdefault(name, probe.own)
@@ -148,39 +150,90 @@ class Ipv4Service:
 
     # -- new links on a platform without v4-via-v6 ----------------------------------------------
 
+    # An appearance of a link begins when it is there, usable, with a live far end and the
+    # mesh active, and ends when any of these stops (a cable pulled and plugged back, the
+    # mesh released and wanted again: a new appearance, probed again). IPv4 turned on or off
+    # ends none: a link babeld has stays with it.
+
     def ready(self, name: str, link: Link) -> bool:
-        """Whether babeld may be told about `link` now: always where babeld has v4-via-v6
-        or the mesh has no IPv4; else once the far-end probe found the far end and the
-        cable's /31 is on the link, or found none (a LAN, a silent far end), or took too
-        long (PROBE_FOR: then babeld may flush that link's routes once, as before)."""
-        if not self._gated or not self.state.on:
+        """Whether babeld may be told about `link` now: always where babeld has v4-via-v6;
+        else not while the link has no live far end, and once per appearance: when the mesh
+        has no IPv4, or the far-end probe found the far end and the cable's /31 is on the
+        link, or found none (a LAN, a silent far end), or took too long (PROBE_FOR: then
+        babeld may flush that link's routes once, as before). Told, it stays told for the
+        rest of the appearance."""
+        if not self._gated:
             return True
-        probe = self.probes.get((name, link.index))
-        if probe is None:
+        key = (name, link.index)
+        if link.carrier is False:
             return False
-        if not probe.done and trio.current_time() < probe.until:
+        if key in self.told:
+            return True
+        if not self._probed_enough(key, link):
             return False
-        if probe.far is None or trio.current_time() >= probe.until:
+        self.told.add(key)
+        return True
+
+    def _probed_enough(self, key: Appearance, link: Link) -> bool:
+        if not self.state.on:
+            return True
+        probe = self.probes.get(key)
+        now = trio.current_time()
+        if probe is None or (not probe.done and now < probe.until):
+            return False
+        if probe.far is None or now >= probe.until:
             return True  # no far end found, or babeld met it already (plan forgot it)
-        cable = next((c for c in self.cables if c.interface == name), None)
+        cable = next((c for c in self.cables if (c.interface, c.far) == (key[0], probe.far)), None)
         return cable is not None and any(a.ip == cable.address for a in link.addresses_v4)
 
-    def to_probe(self, links: Links, usable: Iterable[str]) -> list[tuple[str, int]]:
-        """The usable links to probe now (each once per appearance), their probes begun."""
+    def to_probe(self, links: Links, usable: Iterable[str]) -> list[Appearance]:
+        """The usable links to probe now (once per appearance, none babeld has already, none
+        without a live far end), their probes begun."""
         if not self._gated or not self.state.on:
             return []
         until = trio.current_time() + PROBE_FOR
-        new = [(n, links[n].index) for n in usable if (n, links[n].index) not in self.probes]
+        new = [
+            key
+            for n in usable
+            if links[n].carrier is not False
+            and (key := (n, links[n].index)) not in self.probes
+            and key not in self.told
+        ]
         for key in new:
             self.probes[key] = Probe(until)
         return new
 
+    def deadline(self, key: Appearance) -> float:
+        """When `ready` stops waiting for this appearance's probe (trio time)."""
+        probe = self.probes.get(key)
+        return -math.inf if probe is None else probe.until
+
+    def _end_appearances(self, links: Links, selector: Selector, active: bool) -> None:
+        """Forget the probes and `told` of appearances that ended (see above)."""
+
+        def going(key: Appearance) -> bool:
+            link = links.get(key[0])
+            return (
+                active
+                and link is not None
+                and link.index == key[1]
+                and selector.usable(link)
+                and link.carrier is not False
+            )
+
+        self.probes = {key: probe for key, probe in self.probes.items() if going(key)}
+        self.told = {key for key in self.told if going(key)}
+
     async def probe(self, link: Link) -> None:
         """Find the far end of one link (farprobe.py), trying until its probe's deadline."""
-        probe = self.probes.get((link.name, link.index))
+        key = (link.name, link.index)
+        probe = self.probes.get(key)
         name = link.name
         try:
-            while probe is not None and trio.current_time() < probe.until:
+            # until its deadline, or its appearance ends (a pass forgot it)
+            while probe is not None and self.probes.get(key) is probe:
+                if trio.current_time() >= probe.until:
+                    break
                 own, others = await self._kernel.far_link_locals(link)
                 if own is not None and len(others) == 1:
                     probe.own, probe.far = own, others.pop()
@@ -196,9 +249,11 @@ class Ipv4Service:
                 probe.done = True
 
     def next_expiry(self) -> float:
-        """When the next cable held after its neighbour left is due to go (trio time)."""
+        """When the next cable held after its neighbour left is due to go, or the next far
+        end found by a probe and never met by babeld is forgotten (trio time)."""
         held = [seen + CABLE_HOLD for c, seen in self._seen.items() if c not in self._current]
-        return min(held, default=math.inf)
+        found = [p.until + CABLE_HOLD for p in self.probes.values() if p.far is not None]
+        return min(held + found, default=math.inf)
 
     def applied(self, failed: Iterable[AddressChange]) -> None:
         """After the plan: the record is what is wanted, and removals that failed."""

@@ -102,6 +102,9 @@ class Reconcile:
                 await self._ipv4.probe(link)
             await self.refresh()
             self.links_changed.notify()  # babeld told now, its /31 added or not
+            self.cables_changed.notify()  # a far end found is forgotten in time (next_expiry)
+            await trio.sleep_until(self._ipv4.deadline((name, index)))
+            self.links_changed.notify()  # its /31 never came: babeld told all the same
 
         async with trio.open_nursery() as nursery:
             while True:

@@ -94,6 +94,9 @@ async def test_default_selection_takes_wired_ports_outside_the_bridge(mac: FakeM
     assert links["en2"].master == links["bridge0"].index
     assert links["en4"].addresses == {MESH_ADDRESS}
     assert links["en2"].up and links["en2"].link_local is False  # up, but bridged
+    # A Mac keeps a port up with no cable in it: `status:` says whether a far end is live.
+    assert links["en2"].carrier is False and links["en4"].carrier is True
+    assert links["utun0"].carrier is None  # no status line
 
 
 async def test_interface_globs_and_excludes_apply_as_on_linux(mac: FakeMac) -> None:

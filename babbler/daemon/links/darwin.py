@@ -179,6 +179,7 @@ class DarwinKernel:
                 bridge_index=masters.get(name),
                 up=name in up,
                 inet6=self._system.inet6(name),
+                carrier=states[name].active if name in states else None,
                 speed_mbps=states[name].speed_mbps if name in states else None,
                 inet=self._system.inet(name),
                 mtu=states[name].mtu if name in states else None,
