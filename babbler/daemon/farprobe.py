@@ -10,15 +10,22 @@ learned routes over the link. So on such a platform a new link is told to babeld
 its /31 is on it: this module finds the far end's link-local first, with one ICMPv6 echo
 request to ff02::1 on the link (every IPv6 host answers; no babbler needed at the far end).
 Its own looped-back request names this end's link-local.
+
+`far_link_locals` is every kernel backend's `Kernel.far_link_locals` (links/kernel.py): the
+probe is a socket, the same on every platform, and is asked only where babeld needs it.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import struct
 from ipaddress import IPv6Address
 
 import trio
+
+from babbler.core.errors import KernelError
+from babbler.core.links import Link
 
 ALL_NODES = "ff02::1"
 ECHO_REQUEST, ECHO_REPLY = 128, 129
@@ -70,3 +77,11 @@ async def link_locals(
     if own is not None:
         others.discard(own)
     return own, others
+
+
+async def far_link_locals(link: Link) -> tuple[IPv6Address | None, set[IPv6Address]]:
+    """`link_locals` on `link`, as a kernel backend answers it. Raises KernelError."""
+    try:
+        return await link_locals(link.index)
+    except OSError as error:
+        raise KernelError(f"cannot ask {link.name}'s far end: {error}", errno.EIO) from None

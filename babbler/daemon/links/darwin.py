@@ -24,7 +24,6 @@ import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from ipaddress import IPv6Address
 from typing import Any
 
 import trio
@@ -210,11 +209,7 @@ class DarwinKernel:
     async def set_mtu(self, link: Link, size: int) -> None:
         await self._system.run(["ifconfig", link.name, "mtu", str(size)])
 
-    async def far_link_locals(self, link: Link) -> tuple[IPv6Address | None, set[IPv6Address]]:
-        try:
-            return await farprobe.link_locals(link.index)
-        except OSError as error:
-            raise KernelError(f"cannot ask {link.name}'s far end: {error}", errno.EIO) from None
+    far_link_locals = staticmethod(farprobe.far_link_locals)
 
     async def read_rules(self) -> set[Rule]:
         return set()  # macOS has no policy-routing rules: pf keeps outsiders out there

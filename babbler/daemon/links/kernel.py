@@ -80,7 +80,8 @@ class Kernel(Protocol):
 
     async def far_link_locals(self, link: Link) -> tuple[IPv6Address | None, set[IPv6Address]]:
         """(this end's link-local, the others' on the link), asked on the link itself
-        (daemon/farprobe.py: an echo to ff02::1 there). Raises KernelError."""
+        (daemon/farprobe.py: an echo to ff02::1 there; asked only where babeld has no
+        v4-via-v6, every backend's is farprobe's). Raises KernelError."""
 
 
 def nonsense(links: object) -> str | None:

@@ -257,11 +257,7 @@ class LinuxKernel:
         msg["attrs"] = [("IFLA_MTU", size)]
         await self._request(msg, RTM_NEWLINK, NLM_F_REQUEST | NLM_F_ACK)
 
-    async def far_link_locals(self, link: Link) -> tuple[IPv6Address | None, set[IPv6Address]]:
-        try:
-            return await farprobe.link_locals(link.index)
-        except OSError as error:
-            raise KernelError(f"cannot ask {link.name}'s far end: {error}", errno.EIO) from None
+    far_link_locals = staticmethod(farprobe.far_link_locals)
 
     async def remove_address(self, change: AddressChange) -> None:
         try:
