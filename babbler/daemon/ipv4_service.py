@@ -119,10 +119,13 @@ class Ipv4Service:
         self._end_appearances(links, selector, active)
         interfaces, neighbours = cable_ends_of(table)
         met = set(neighbours)
-        for (name, _), probe in self.probes.items():
-            if (name, probe.far) in met or now >= probe.until + CABLE_HOLD:
-                # babeld's word from now on (and the hold when it goes); or babeld never
-                # met the far end the probe found (a far port still in a bridge): no /31
+        for key, probe in self.probes.items():
+            name = key[0]
+            if (key in self.told and (name, probe.far) in met) or now >= probe.until + CABLE_HOLD:
+                # babeld's word from now on (and the hold when it goes; a neighbour babeld
+                # lists before it was told of this appearance is one it has not yet let go
+                # from the last); or babeld never met the far end the probe found (a far
+                # port still in a bridge): no /31
                 probe.own = probe.far = None
             elif probe.own is not None and probe.far is not None:
                 interfaces.setdefault(name, probe.own)

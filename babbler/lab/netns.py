@@ -6,6 +6,8 @@ import subprocess
 
 from babbler.lab.topology import LabError, link_name
 
+PULLED = "pulled"  # the alias of a link end whose cable `plug` pulled out
+
 
 def run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     result = subprocess.run(args, capture_output=True, text=True, check=False)
@@ -64,11 +66,13 @@ def plug(
     up: bool = True,
 ) -> None:
     """Both ends of a link up, as a cable plugged in brings them (`up` False: down, as
-    when it is pulled out)."""
+    when it is pulled out). A pulled end is marked (its alias PULLED): a Mac keeps a port
+    up with no cable in it, `status: inactive`, and a macOS node's `ifconfig` says so
+    (macos/server.py)."""
     here, there = names or (link_name(a, b, prefix), link_name(b, a, prefix))
     state = "up" if up else "down"
-    run("ip", "-n", netns_a, "link", "set", here, state)
-    run("ip", "-n", netns_b, "link", "set", there, state)
+    for netns, name in ((netns_a, here), (netns_b, there)):
+        run("ip", "-n", netns, "link", "set", name, state, "alias", "" if up else PULLED)
 
 
 def delete_namespaces(names: list[str]) -> None:

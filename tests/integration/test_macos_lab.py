@@ -315,13 +315,17 @@ class Monitor:
             self.process.stdout.close()
 
 
+def ipv4_on(lab: Lab, node: Node, link: str) -> bool:
+    return any(c["interface"] == link for c in lab.status(node)["addresses_v4"])
+
+
 def test_a_cable_address_appearing_flushes_no_route_over_its_link(
     netifaces_installed: None,
 ) -> None:
-    """A new cable between two running macOS nodes. babeld drops every route it learned
-    over a link when the link's IPv4 address appears (Linux's cause of a 64 s reroute
-    outlier): the cable's /31 must be on the link before babeld meets it, so that babeld
-    never sees it appear."""
+    """A new cable between two running macOS nodes, then pulled out and plugged back once
+    its /31 has gone. babeld drops every route it learned over a link when the link's IPv4
+    address appears (Linux's cause of a 64 s reroute outlier): the cable's /31 must be on
+    the link before babeld meets it, so that babeld never sees it appear, each time."""
     lab = _lab("f", 2, "line", "macos")
     monitor = None
     try:
@@ -333,7 +337,7 @@ def test_a_cable_address_appearing_flushes_no_route_over_its_link(
         mark = len(monitor.lines)
         lab.add_link(1, 2, prefix="vb")  # en3 at both ends
 
-        def routed() -> bool:  # babeld has the /31 on en3 and a route over it
+        def routed(mark: int = mark) -> bool:  # babeld has the /31 on en3, a route over it
             lines = monitor.lines[mark:]
             addressed = any(" interface en3 " in f" {x} " and " ipv4 " in x for x in lines)
             return addressed and any(x.startswith("add route") and x.endswith(" if en3")
@@ -353,6 +357,29 @@ def test_a_cable_address_appearing_flushes_no_route_over_its_link(
         first = next(i for i in over if lines[i].startswith("add route"))
         flushed = [lines[i] for i in over if i > first and lines[i].startswith("flush route")]
         assert flushed == [], f"routes over en3 flushed when its address came: {lines}"
+
+        # Pulled out: a Mac keeps the port up, `status: inactive`, without its link-local
+        # (so the /31 goes at once); babeld lets en3 go. Plugged back: the /31 before the
+        # neighbour again (the probe of its first appearance must not count).
+        lab.plug(1, 2, up=False, prefix="vb")
+        shown = lab.exec(n2, "ifconfig", "en3").stdout
+        assert "<UP," in shown and "status: inactive" in shown, shown
+        until(lambda: not ipv4_on(lab, n2, "en3"), WAIT, "en3's /31 given back")
+        until(lambda: any(x.startswith("flush interface en3") for x in monitor.lines[mark:]),
+              WAIT, "babeld lets en3 go")  # fmt: skip
+        mark = len(monitor.lines)
+        lab.plug(1, 2, prefix="vb")
+        until(lambda: routed(mark), WAIT, "babeld routes over en3 again")
+        lines = monitor.lines[mark:]
+        lines = lines[next(i for i, x in enumerate(lines) if x.startswith("add interface en3")) :]
+        addressed = next(i for i, x in enumerate(lines) if _en3(x) and " ipv4 " in x)
+        # (babeld lets the last appearance's neighbour go late: "change", then "flush")
+        met = next(i for i, x in enumerate(lines) if x.startswith("add neighbour") and _en3(x))
+        assert addressed < met, f"plugged back, babeld met en3's far end first: {lines}"
+        over = [i for i, x in enumerate(lines) if x.endswith(" if en3")]
+        first = next(i for i in over if lines[i].startswith("add route"))
+        flushed = [lines[i] for i in over if i > first and lines[i].startswith("flush route")]
+        assert flushed == [], f"plugged back, routes over en3 flushed: {lines}"
     finally:
         if monitor is not None:
             monitor.close()

@@ -33,6 +33,7 @@ from pyroute2 import IPRoute
 
 from babbler.lab.macos.commands import Answer, Failed, answer
 from babbler.lab.macos.output import Address, Bus, Iface, Port, Route
+from babbler.lab.netns import PULLED
 
 PORT = 6690  # on the namespace's loopback; babblerd's own ports are 6696-6699
 DESCRIPTION = "macos.json"
@@ -149,12 +150,13 @@ class NetlinkHost:
             info = m.get_attr("IFLA_LINKINFO")
             kind = info.get_attr("IFLA_INFO_KIND") if info is not None else None
             master = m.get_attr("IFLA_MASTER")
+            pulled = m.get_attr("IFLA_IFALIAS") == PULLED  # up on a Mac, with no far end
             out.append(
                 Iface(
                     name=names[m["index"]],
                     index=m["index"],
-                    up=bool(m["flags"] & IFF_UP),
-                    carrier=bool(m.get_attr("IFLA_CARRIER")),
+                    up=bool(m["flags"] & IFF_UP) or pulled,
+                    carrier=bool(m.get_attr("IFLA_CARRIER")) and not pulled,
                     mtu=m.get_attr("IFLA_MTU"),
                     mac=m.get_attr("IFLA_ADDRESS"),
                     kind="loopback"
@@ -199,8 +201,16 @@ class NetlinkHost:
         return out
 
     def set_up(self, name: str, up: bool) -> None:
+        """A port whose cable the lab pulled out is down underneath and up as the Mac
+        shows it: `up` leaves it so (plugging brings it up), `down` makes it down."""
         self._acted()
-        _ip("link", "set", name, "up" if up else "down")
+        pulled = any(
+            m.get_attr("IFLA_IFNAME") == name and m.get_attr("IFLA_IFALIAS") == PULLED
+            for m in self._ipr.get_links()
+        )
+        if pulled and up:
+            return
+        _ip("link", "set", name, "up" if up else "down", *(("alias", "") if pulled else ()))
 
     def set_service(self, port: str, on: bool) -> None:
         """A service off leaves its device down (its members stay in a bridge: macOS keeps
