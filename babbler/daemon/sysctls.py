@@ -49,6 +49,10 @@ class Settings(Protocol):
     def write(self, name: str, value: str) -> None:
         """Raises OSError."""
 
+    def forget(self) -> None:
+        """Read every setting afresh from now on: a backend that keeps what it read drops
+        it (before settings are put back)."""
+
 
 class ProcSys:
     """Linux: files under /proc/sys (the network namespace's own net/ settings)."""
@@ -63,6 +67,9 @@ class ProcSys:
 
     def write(self, name: str, value: str) -> None:
         (self.root / name).write_text(value)
+
+    def forget(self) -> None:
+        return None  # every read is a file's: always afresh
 
 
 Run = Callable[[Sequence[str]], subprocess.CompletedProcess[str]]
@@ -99,7 +106,6 @@ class SysctlCommand:
         return value
 
     def forget(self) -> None:
-        """Read every setting afresh from now on (before putting them back)."""
         self._known.clear()
 
     def write(self, name: str, value: str) -> None:
@@ -173,7 +179,7 @@ class Sysctls:
         """Put back what babblerd changed (all, or `names`) where the setting still holds
         babblerd's value; returns the names put back."""
         done = []
-        if isinstance(self._settings, SysctlCommand):
+        if self._settings is not None:
             self._settings.forget()  # what a setting holds now, not what it held a while ago
         order = list(reversed(self.changed)) if names is None else names  # last set, first back
         for name in order:

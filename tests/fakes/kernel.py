@@ -177,3 +177,6 @@ class FaultySettings:
 
     def write(self, name: str, value: str) -> None:
         self.values[name] = value
+
+    def forget(self) -> None:
+        return None  # keeps nothing read: every read is afresh
