@@ -29,7 +29,7 @@ from typing import Any
 import common
 from meshes import BABBLER_MODES, MODES, Mesh, wait_reachable
 
-from babbler.lab import Lab, link_name
+from babbler.lab import PLATFORMS, Lab
 
 LIMIT = 120.0
 SCENARIOS = (
@@ -43,12 +43,14 @@ SCENARIOS = (
 )
 
 
-def run_once(scenario: str, mode: str, tag: str) -> float:
+def run_once(scenario: str, mode: str, tag: str, platform: str = "linux") -> float:
     nodes, topology = (4, "line") if scenario.endswith("line4") else (10, "ring")
     if scenario.startswith("plug"):
         nodes, topology = 3, "line"
     real = scenario.endswith("-dad")
-    lab = Lab.create(f"bc{tag}", nodes, topology, ["--mode", "always"], real_links=real)
+    lab = Lab.create(
+        f"bc{tag}", nodes, topology, ["--mode", "always"], real_links=real, platform=platform
+    )
     mesh = Mesh(lab, mode)
     try:
         if scenario.startswith("plug"):
@@ -56,7 +58,7 @@ def run_once(scenario: str, mode: str, tag: str) -> float:
                 for a, b in lab.links:
                     for x, y in ((a, b), (b, a)):
                         node = lab.nodes[x - 1]
-                        lab.exec(node, "ip", "link", "set", link_name(x, y), "down")
+                        lab.exec(node, "ip", "link", "set", lab.end_name(x, y), "down")
             for node in lab.nodes:
                 mesh.start(node)
             for node in lab.nodes:
@@ -108,6 +110,12 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="1 run, babbler only, up-line4")
     parser.add_argument("--scenarios", nargs="+", choices=SCENARIOS, default=list(SCENARIOS))
     parser.add_argument("--modes", nargs="+", choices=[*MODES, *BABBLER_MODES], default=list(MODES))
+    parser.add_argument(
+        "--platform",
+        choices=PLATFORMS,
+        default="linux",
+        help="what the lab's nodes act as (macos: the lab's Macs, docs/macos.md)",
+    )
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     common.need_root()
@@ -119,7 +127,7 @@ def main() -> None:
         for mode in modes:
             times = []
             for n in range(runs):
-                took = run_once(scenario, mode, f"{os.getpid() % 10000}{n}")
+                took = run_once(scenario, mode, f"{os.getpid() % 10000}{n}", args.platform)
                 times.append(took)
                 print(f"  {scenario:11} {mode:17} run {n + 1}: {took:.2f} s", flush=True)
             results.setdefault(scenario, {})[mode] = {"seconds": times, **common.summary(times)}
@@ -130,7 +138,8 @@ def main() -> None:
     ]
     print()
     print(common.table("convergence (s)", ["scenario", "mode", "runs", "p50", "min", "max"], rows))
-    path = common.write("convergence", {"runs": runs, "results": results}, args.out)
+    data = {"runs": runs, "platform": args.platform, "results": results}
+    path = common.write("convergence", data, args.out)
     print(f"\nwrote {path}")
 
 

@@ -15,7 +15,9 @@ from typing import cast
 
 from babbler.core.addressing import interface_address, node_range
 from babbler.core.config import DEFAULT_HELLO_INTERVAL
-from babbler.lab import Lab, Node, link_name, probe, wait
+from babbler.daemon.spawn import process_name
+from babbler.lab import Lab, Node, probe, wait
+from babbler.lab.processes import in_netns
 
 MODES = ("babbler", "babeld-defaults", "babeld-same-hello")
 # Extra babblerd flags per babbler mode; "babbler" is babblerd with its defaults.
@@ -26,6 +28,12 @@ BABBLER_MODES = {
     "babbler-ipv4-off": ["--ipv4-prefix", "off"],
     "babbler-cost-96": ["--cost", "v*=96"],  # babeld's own default rxcost on wired links
 }
+
+
+def babelds_in(netns: str) -> list[int]:
+    """The babeld processes running in a namespace."""
+    pids = (int(entry) for entry in os.listdir("/proc") if entry.isdigit())
+    return [p for p in pids if process_name(p) == "babeld" and in_netns(p, netns)]
 
 
 @dataclass
@@ -46,8 +54,8 @@ class Mesh:
             self.lab.spawn(node, BABBLER_MODES[self.mode])
             return
         node_id = random.getrandbits(48)
-        links = [link_name(a, b) for a, b in self.lab.links if a == node.index] + [
-            link_name(b, a) for a, b in self.lab.links if b == node.index
+        links = [self.lab.end_name(a, b) for a, b in self.lab.links if a == node.index] + [
+            self.lab.end_name(b, a) for a, b in self.lab.links if b == node.index
         ]
         for number, link in enumerate(sorted(links), start=1):
             address = interface_address(node_id, number)
@@ -104,21 +112,22 @@ class Mesh:
         return self.addresses.get(node.index)
 
     def kill(self, node: Node) -> None:
-        """The node dies as a machine that loses power: its routing is SIGKILLed (babblerd
-        takes its babeld along) and its links go dark (their peers lose carrier). Killing the
-        daemons alone would leave the node forwarding on the routes in its kernel."""
+        """The node dies as a machine that loses power: its links go dark (their peers
+        lose carrier: a Mac's port stays up, `status: inactive`) and its routing is
+        SIGKILLed (on Linux babblerd takes its babeld along; on macOS babeld is ended too).
+        Killing the daemons alone would leave the node forwarding on its kernel's routes."""
         for a, b in self.lab.links:
             if node.index in (a, b):
                 here, there = (a, b) if a == node.index else (b, a)
-                subprocess.run(
-                    ["ip", "-n", node.netns, "link", "set", link_name(here, there), "down"],
-                    check=True,
-                )
+                name = self.lab.end_name(here, there)
+                subprocess.run(["ip", "-n", node.netns, "link", "set", name, "down"], check=True)
         if self.mode in BABBLER_MODES:
             assert node.pid is not None
             os.kill(node.pid, signal.SIGKILL)
             self.lab.wait_exit(node)
             node.pid = None
+            for pid in babelds_in(node.netns):  # a Mac's babeld outlives babblerd
+                os.kill(pid, signal.SIGKILL)
         else:
             process = self._babelds.pop(node.index)
             process.kill()
