@@ -27,7 +27,8 @@ COMMAND_TIMEOUT = 3.0
 # How long a value sysctl(8) read or wrote is taken as current. A pass (every 2 s and at
 # each event) checks macOS's four settings, each a sysctl(8) process: in a 10-node macOS
 # lab those reads were a third of the idle CPU. A setting someone changes by hand is seen
-# within this; the stop reads each afresh before putting it back.
+# within this; a change reads its setting afresh (the value to put back), and the stop
+# reads each afresh before putting it back.
 READ_FOR = 10.0
 
 
@@ -49,9 +50,9 @@ class Settings(Protocol):
     def write(self, name: str, value: str) -> None:
         """Raises OSError."""
 
-    def forget(self) -> None:
-        """Read every setting afresh from now on: a backend that keeps what it read drops
-        it (before settings are put back)."""
+    def forget(self, name: str | None = None) -> None:
+        """Read `name` (None: every setting) afresh from now on: a backend that keeps what
+        it read drops it (before a value to put back is read)."""
 
 
 class ProcSys:
@@ -68,7 +69,7 @@ class ProcSys:
     def write(self, name: str, value: str) -> None:
         (self.root / name).write_text(value)
 
-    def forget(self) -> None:
+    def forget(self, name: str | None = None) -> None:
         return None  # every read is a file's: always afresh
 
 
@@ -105,8 +106,11 @@ class SysctlCommand:
             self._known[name] = (self._clock(), value)
         return value
 
-    def forget(self) -> None:
-        self._known.clear()
+    def forget(self, name: str | None = None) -> None:
+        if name is None:
+            self._known.clear()
+        else:
+            self._known.pop(name, None)
 
     def write(self, name: str, value: str) -> None:
         try:
@@ -160,6 +164,9 @@ class Sysctls:
         if self._settings is None:
             return True
         now = self._settings.read(name)
+        if now is not None and now != value:  # the value to put back: now's, not READ_FOR old
+            self._settings.forget(name)
+            now = self._settings.read(name)
         if now is None:
             self.problem = f"{name}: cannot read"
             return False

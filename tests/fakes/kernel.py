@@ -178,5 +178,5 @@ class FaultySettings:
     def write(self, name: str, value: str) -> None:
         self.values[name] = value
 
-    def forget(self) -> None:
+    def forget(self, name: str | None = None) -> None:
         return None  # keeps nothing read: every read is afresh

@@ -11,6 +11,7 @@ from babbler.core.links import Link
 from babbler.core.platform import LINUX, MACOS
 from babbler.daemon.hostsetup import FORWARDING, IPV4_LINK, MESH_LINK, HostSetup, plan
 from babbler.daemon.sysctls import READ_FOR, ProcSys, SysctlCommand, Sysctls
+from babbler.host.record import read_record
 
 
 def test_the_host_setup_keeps_ras_before_forwarding_and_undoes_it_backwards(
@@ -251,3 +252,23 @@ def test_macos_settings_are_read_once_a_while_not_at_every_pass(tmp_path: Path) 
     setup.restore()
     assert run.values["net.inet6.ip6.redirect"] == "2"  # theirs, left alone
     assert run.values["net.inet6.ip6.forwarding"] == "0"
+
+
+def test_the_value_put_back_is_read_when_babblerd_changes_a_setting_not_a_while_before(
+    tmp_path: Path,
+) -> None:
+    """sysctl(8)'s answers are taken as current for READ_FOR, but the value recorded to put
+    back (at stop, or by the next start after a crash) is read afresh when babblerd changes
+    the setting: one made by hand in between is what goes back, not the one before it."""
+    now = [0.0]
+    name = "net.inet6.ip6.redirect"
+    run = FakeSysctl({name: "1"})
+    sysctls = Sysctls(tmp_path, SysctlCommand(run, clock=lambda: now[0]), boot="B-1")
+    assert sysctls.read(name) == "1"  # a pass read it
+    run.values[name] = "2"  # changed by hand, behind babblerd's back
+    now[0] += READ_FOR / 2
+    assert sysctls.set(name, "0")
+    assert run.values[name] == "0"
+    assert read_record(tmp_path, "B-1") == {name: ("2", "0")}  # what a crash leaves
+    assert sysctls.restore() == [name]
+    assert run.values[name] == "2"
