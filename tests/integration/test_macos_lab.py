@@ -17,10 +17,12 @@ from typing import Any
 
 import pytest
 
+from babbler.core.config import DEFAULT_BENCH_PORT
+from babbler.daemon.responder import PROGRAM as RESPONDER
 from babbler.daemon.spawn import process_name
 from babbler.lab import Lab, Node, probe
 from babbler.lab.jobs import mlx_launch, ring_hostfile
-from babbler.lab.processes import in_netns
+from babbler.lab.processes import alive, in_netns
 from tests import needs
 from tests.integration.conftest import _print_logs
 from tests.integration.helpers import WAIT, talk_through_a_pull, until
@@ -100,6 +102,38 @@ def test_babeld_outlives_a_kill_9_and_the_next_start_takes_over_cleanly(ring: La
     held = ring.exec(node, "ip", "-6", "-o", "addr", "show", "scope", "global").stdout
     in_range = {w.split("/")[0] for w in held.split() if w.startswith("fde0:")}
     assert in_range == ours | {status["node_address"]}, "addresses left from before the kill"
+
+
+def responders(node: Node) -> list[int]:
+    """The bench responders running in the node's namespace."""
+    pids = (int(entry) for entry in os.listdir("/proc") if entry.isdigit())
+    return sorted(p for p in pids if alive(p, RESPONDER, node.netns))
+
+
+def test_a_bench_responder_left_by_a_kill_9_is_ended_by_the_next_start(ring: Lab) -> None:
+    """As on a Mac (no death signal): babblerd killed, its bench responder runs on and
+    holds the bench port; the next babblerd ends it (its pid file names it) and runs one of
+    its own, on the port: exactly one responder afterwards."""
+    node = ring.nodes[3]
+    until(lambda: len(responders(node)) == 1, WAIT, "one bench responder")
+    before = responders(node)
+    assert node.pid is not None
+    os.kill(node.pid, signal.SIGKILL)
+    ring.daemons.reap(node.pid)
+    assert responders(node) == before, "the responder died with babblerd: not as on a Mac"
+    ring.start(node)
+
+    def listening() -> str:
+        return ring.exec(node, "ss", "-Hltnp", f"sport = :{DEFAULT_BENCH_PORT}").stdout
+
+    until(
+        lambda: len(responders(node)) == 1
+        and responders(node) != before
+        and f"pid={responders(node)[0]}," in listening(),
+        WAIT,
+        "one new bench responder, on the bench port",
+    )
+    ring.wait_reachable(WAIT)
 
 
 def test_a_clean_stop_puts_the_macos_settings_back(netifaces_installed: None) -> None:
@@ -234,7 +268,7 @@ def test_a_connection_outlives_a_pulled_cable_on_macos(ring: Lab, family: str) -
     print(family, "pulled", result)  # the gap, for docs/benchmarks.md
     assert result["error"] is None, result
     assert result["echoed"] == result["sent"] and result["sent"] > 60, result
-    assert result["max_gap_s"] < 2.5, result
+    assert result["max_gap_s"] < 1.0, result  # the issue's bound; 0.05 s measured here
 
 
 Json = dict[str, Any]
