@@ -227,6 +227,7 @@ class Daemon:
         restored = await self.host.restore_leftovers()
         if restored:
             log.warning("kernel settings left by a crashed babblerd restored", settings=restored)
+        await responder.end_stale(self.config.private_dir)  # a killed babblerd's (macOS)
         reconcile = self.reconcile
         try:
             async with trio.open_nursery() as nursery:

@@ -123,16 +123,14 @@ def test_a_bench_responder_left_by_a_kill_9_is_ended_by_the_next_start(ring: Lab
     assert responders(node) == before, "the responder died with babblerd: not as on a Mac"
     ring.start(node)
 
-    def listening() -> str:
-        return ring.exec(node, "ss", "-Hltnp", f"sport = :{DEFAULT_BENCH_PORT}").stdout
+    def one_new_on_the_port() -> bool:
+        now = responders(node)
+        if len(now) != 1 or now == before:
+            return False
+        held = ring.exec(node, "ss", "-Hltnp", f"sport = :{DEFAULT_BENCH_PORT}").stdout
+        return f"pid={now[0]}," in held
 
-    until(
-        lambda: len(responders(node)) == 1
-        and responders(node) != before
-        and f"pid={responders(node)[0]}," in listening(),
-        WAIT,
-        "one new bench responder, on the bench port",
-    )
+    until(one_new_on_the_port, WAIT, "one new bench responder, on the bench port")
     ring.wait_reachable(WAIT)
 
 
