@@ -31,11 +31,12 @@ from babbler.lab import files, netns, probe
 from babbler.lab.macos import node as mac
 from babbler.lab.node import Node
 from babbler.lab.processes import Daemons, alive, end, end_all_in
-from babbler.lab.record import MAX_NODES, check_record, netns_name, node_base
+from babbler.lab.record import MAX_NODES, SPEEDS, check_record, netns_name, node_base
 from babbler.lab.topology import TOPOLOGIES, LabError, LabNotUp, edges, farthest_from, link_name
 
 __all__ = [
     "PLATFORMS",
+    "SPEEDS",
     "TOPOLOGIES",
     "Lab",
     "LabError",
@@ -79,6 +80,10 @@ class Lab:
     # Links as cables: the kernel's DAD defaults, created down, plugged (`plug_all`) after
     # the daemons run. Otherwise links are up from the start, without DAD.
     real_links: bool = False
+    # macOS nodes: the Thunderbolt their cables are, in Gb/s (SPEEDS), each described so.
+    speed_gbps: int = SPEEDS[0]
+    # Cables added beside the `v*` set (`add_link` with another prefix): (a, b, prefix).
+    cables: list[tuple[int, int, str]] = field(default_factory=list)
     daemons: Daemons = field(default_factory=Daemons, repr=False, compare=False)
 
     @property
@@ -96,6 +101,8 @@ class Lab:
             "links": self.links,
             "daemon_args": self.daemon_args,
             "real_links": self.real_links,
+            "speed_gbps": self.speed_gbps,
+            "cables": self.cables,
         }
         files.write_file(self.base / "lab.json", json.dumps(record, indent=1))
 
@@ -116,6 +123,7 @@ class Lab:
         data = check_record(parsed, name, str(base))
         data["nodes"] = [Node(**n) for n in data["nodes"]]
         data["links"] = [tuple(pair) for pair in data["links"]]
+        data["cables"] = [tuple(cable) for cable in data["cables"]]
         return cls(**data)
 
     def node(self, name: str) -> Node:
@@ -144,6 +152,8 @@ class Lab:
         described as Thunderbolt links of `speed_gbps`."""
         if platform not in PLATFORMS:
             raise LabError(f"--platform must be one of {', '.join(PLATFORMS)}")
+        if speed_gbps not in SPEEDS:
+            raise LabError(f"a Thunderbolt cable's speed is one of {SPEEDS} Gb/s")
         if not re.fullmatch(r"[A-Za-z0-9_]{1,24}", name):
             raise LabError(f"lab name must be 1-24 letters, digits or _, got {name!r}")
         if not 1 <= nodes <= MAX_NODES:
@@ -157,6 +167,7 @@ class Lab:
             links=edges(nodes, topology),
             daemon_args=daemon_args,
             real_links=real_links,
+            speed_gbps=speed_gbps,
         )
         try:
             for i in range(1, nodes + 1):
@@ -172,7 +183,7 @@ class Lab:
                 lab.add_link(a, b, bridged=bridged)
             for node in lab.nodes:
                 if node.macos:
-                    lab.start_commands(node, speed_gbps)
+                    lab.start_commands(node)
         except BaseException:
             lab.down()
             raise
@@ -186,9 +197,10 @@ class Lab:
         )
 
     def add_link(self, a: int, b: int, prefix: str = "v", bridged: bool = False) -> None:
-        """A veth link between nodes a and b; links of another `prefix` form a second set
-        (the Linux daemons use `v*` only unless started with `--interface PREFIX*`; macOS
-        ones every Thunderbolt port). `bridged`: a macOS end joins bridge0."""
+        """A veth link between nodes a and b, recorded; links of another `prefix` form a
+        second set (the Linux daemons use `v*` only unless started with `--interface
+        PREFIX*`; macOS ones every Thunderbolt port). `bridged`: a macOS end joins bridge0.
+        A macOS end is described at once (its speed, the far end's domain)."""
         names = (self.end_name(a, b, prefix), self.end_name(b, a, prefix))
         ends = (a, self.nodes[a - 1].netns, b, self.nodes[b - 1].netns, prefix)
         netns.add_link(*ends, up=False, names=names)
@@ -197,9 +209,13 @@ class Lab:
                 mac.bridge_port(node.netns, port)
         if not self.real_links:
             netns.plug(*ends, names=names)
+        if prefix != "v":
+            self.cables.append((a, b, prefix))
+        elif (a, b) not in self.links and (b, a) not in self.links:
+            self.links.append((a, b))
         for node in (self.nodes[a - 1], self.nodes[b - 1]):
             if node.macos and node.helper_pid is not None:  # a port added since it started
-                mac.describe(self.name, node, self.far_ends(node), mac.SPEEDS[0])
+                mac.describe(self.name, node, self.far_ends(node), self.speed_gbps)
         self.save()
 
     def plug(self, a: int, b: int, up: bool = True, prefix: str = "v") -> None:
@@ -213,19 +229,23 @@ class Lab:
         for a, b in self.links:
             self.plug(a, b)
 
+    def every_cable(self) -> list[tuple[int, int, str]]:
+        """Every cable of the lab, of every set: (a, b, prefix)."""
+        return [(a, b, "v") for a, b in self.links] + self.cables
+
     def far_ends(self, node: Node) -> dict[str, Node]:
-        """Node's link ends -> the node at the other end."""
+        """Node's link ends, of every cable set -> the node at the other end."""
         out = {}
-        for a, b in self.links:
+        for a, b, prefix in self.every_cable():
             for here, there in ((a, b), (b, a)):
                 if here == node.index:
-                    out[self.end_name(here, there)] = self.nodes[there - 1]
+                    out[self.end_name(here, there, prefix)] = self.nodes[there - 1]
         return out
 
-    def start_commands(self, node: Node, speed_gbps: int = 40) -> None:
+    def start_commands(self, node: Node) -> None:
         """A macOS node's commands: its description, its command server, the commands on
         its PATH; returns once they answer."""
-        mac.describe(self.name, node, self.far_ends(node), speed_gbps)
+        mac.describe(self.name, node, self.far_ends(node), self.speed_gbps)
         mac.install_commands(node)
         log = Path(node.base) / "macos-server.log"
         node.helper_pid = self.daemons.spawn(mac.server_command(node), log)

@@ -22,10 +22,19 @@ from babbler.core.config import (
 )
 from babbler.core.errors import BabblerError
 from babbler.core.graph import Graph, to_dot
-from babbler.lab import PLATFORMS, TOPOLOGIES, Lab, LabError, LabNotUp, Node, farthest, wait
+from babbler.lab import (
+    PLATFORMS,
+    SPEEDS,
+    TOPOLOGIES,
+    Lab,
+    LabError,
+    LabNotUp,
+    Node,
+    farthest,
+    wait,
+)
 from babbler.lab.capacity import too_big
 from babbler.lab.macos import node as mac
-from babbler.lab.macos.node import SPEEDS
 from babbler.ui.command import render_svg, run_command, versioned
 from babbler.ui.render import render_path, render_status
 

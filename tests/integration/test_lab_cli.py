@@ -1,19 +1,23 @@
 """babbler-lab as a newcomer uses it: up with a mesh key, status saying how many nodes each
 reaches, exec running the lab's babblerctl even with a bare PATH (sudo resets it), --name
 after the command, and down of a lab that is not up. Its files are root's: a lab directory
-someone else made is refused."""
+someone else made is refused. A macOS lab: a cable added later is described as the lab's
+others are."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from babbler.lab import LAB_ROOT
+from babbler.lab import LAB_ROOT, Lab
+from tests import needs
 from tests.integration.helpers import NOBODY, until
 
 pytestmark = pytest.mark.integration
@@ -108,3 +112,38 @@ def test_nodes_stopped_started_and_cables_pulled_through_the_lab_and_down_ends_a
     finally:
         run("down", "--name", name)
     assert by_hand is not None and by_hand.wait(15) is not None, "down left it running"
+
+
+def thunderbolt_buses(name: str, node: str) -> list[dict[str, Any]]:
+    """What `system_profiler SPThunderboltDataType -json` says on a macOS node: its buses."""
+    shown = run("--name", name, "exec", node, "--", "system_profiler", "SPThunderboltDataType",
+                "-json")  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    buses: list[dict[str, Any]] = json.loads(shown.stdout)["SPThunderboltDataType"]
+    return buses
+
+
+def test_a_cable_added_later_is_described_at_the_lab_s_thunderbolt_with_its_far_mac() -> None:
+    """`up --thunderbolt 5`, then a second cable between the same two Macs: both buses of
+    each say 80 Gb/s and name the other Mac's domain (they said 40 Gb/s, the new one as if
+    nothing were at its far end: the speed was known only to `up`, far ends only of the
+    first cable set)."""
+    needs.netifaces()
+    name = f"tb{os.getpid() % 100000}"
+    try:
+        up = run("up", "--name", name, "--nodes", "2", "--topology", "line", "--platform",
+                 "macos", "--thunderbolt", "5")  # fmt: skip
+        assert up.returncode == 0, up.stderr
+        Lab.load(name).add_link(1, 2, prefix="vb")  # en3 at both ends
+        for here, there in (("n1", "n2"), ("n2", "n1")):
+            far_domain = {bus["domain_uuid_key"] for bus in thunderbolt_buses(name, there)}
+            assert len(far_domain) == 1, far_domain  # a Mac has one domain
+            buses = thunderbolt_buses(name, here)
+            assert len(buses) == 2, buses
+            for bus in buses:
+                assert bus["receptacle_1_tag"]["current_speed_key"] == "80 Gb/s", bus
+                assert [far["domain_uuid_key"] for far in bus.get("_items", [])] == [*far_domain], (
+                    bus
+                )
+    finally:
+        run("down", "--name", name)

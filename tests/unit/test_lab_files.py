@@ -12,6 +12,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -174,7 +175,7 @@ def test_the_cli_says_the_refusal_in_one_line(root: Path, monkeypatch: pytest.Mo
 # -- lab.json that names what the lab did not make ------------------------------------------------
 
 
-def record(root: Path, **changes: object) -> dict[str, object]:
+def record(root: Path, **changes: object) -> dict[str, Any]:
     """What the lab writes for a 1-node lab `evil`, with `changes` to its node."""
     node = {
         "index": 1,
@@ -192,6 +193,8 @@ def record(root: Path, **changes: object) -> dict[str, object]:
         "links": [],
         "daemon_args": [],
         "real_links": False,
+        "speed_gbps": 80,
+        "cables": [],
     }
 
 
@@ -266,9 +269,78 @@ def test_a_record_s_links_and_name_are_its_own() -> None:
         ({**good, "name": "other"}, "it names lab 'other'"),
         ({**good, "daemon_args": [1]}, "daemon_args is not a list of strings"),
         ([], "not an object of the fields"),
+        ({**good, "speed_gbps": 120}, "speed_gbps is not one of 40, 80"),
+        ({**good, "speed_gbps": "80"}, "speed_gbps is not one of 40, 80"),
+        ({**good, "cables": [[1, 1, "vb"]]}, "cables are not"),
+        ({**good, "cables": [[1, 2, "vb"]]}, "cables are not"),  # a 1-node lab has no n2
+        ({**good, "cables": [[1, 2]]}, "cables are not"),
+        ({**good, "extra": 1}, "not an object of the fields"),  # not written by this lab
+        ({k: v for k, v in good.items() if k != "links"}, "not an object of the fields"),
     ):
         with pytest.raises(LabError, match=why):
             check_record(bad, "evil", "/r/evil")
+
+
+def older_record(root: Path) -> dict[str, Any]:
+    """What babbler-lab wrote for a 2-node lab `evil` before macOS nodes (no platform,
+    ports, command server), Thunderbolt speeds and cables added later."""
+    nodes = [
+        {"index": i, "netns": f"bbl-evil-n{i}", "base": f"{root}/evil/n{i}", "pid": None}
+        for i in (1, 2)
+    ]
+    return {
+        "name": "evil",
+        "topology": "line",
+        "nodes": nodes,
+        "links": [[1, 2]],
+        "daemon_args": ["--mode", "always"],
+        "real_links": False,
+    }
+
+
+def test_an_older_record_is_read_as_the_lab_it_was_and_taken_down(
+    root: Path, namespaces: Namespaces
+) -> None:
+    base = plant_record(root, older_record(root))
+    lab = Lab.load("evil")
+    assert [(n.platform, n.ports, n.helper_pid) for n in lab.nodes] == [("linux", [], None)] * 2
+    assert (lab.links, lab.cables, lab.speed_gbps) == ([(1, 2)], [], 40)
+    result = CliRunner().invoke(lab_cli, ["--name", "evil", "down"])
+    assert (result.exit_code, result.stdout) == (0, "lab evil: down\n"), result.stderr
+    assert namespaces.deleted == [["bbl-evil-n1", "bbl-evil-n2"]]
+    assert not base.exists()
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        ({"pid": "42"}, "node 1's pid is '42'"),
+        ({"netns": "bbl-other-n1"}, "node 1's namespace is 'bbl-other-n1'"),
+        ({"extra": 1}, "node 1 is not an object of the fields"),
+        ({"platform": "windows"}, "node 1's platform is 'windows'"),
+    ],
+)
+def test_an_older_record_is_checked_as_strictly(change: dict[str, object], why: str) -> None:
+    older = older_record(Path("/r"))
+    older["nodes"][0].update(change)
+    with pytest.raises(LabError, match=why):
+        check_record(older, "evil", "/r/evil")
+
+
+def test_cables_of_every_set_are_recorded_and_read_back() -> None:
+    current = {**older_record(Path("/r")), "speed_gbps": 80}
+    current["cables"] = [[1, 2, "vb"], [2, 1, "thunderbolt"]]  # names as long as Linux takes
+    assert check_record(current, "evil", "/r/evil")["cables"] == current["cables"]
+
+
+def test_an_older_record_lacking_a_field_every_record_had_is_refused() -> None:
+    older = older_record(Path("/r"))
+    del older["nodes"][1]["pid"]
+    with pytest.raises(LabError, match="node 2 is not an object of the fields"):
+        check_record(older, "evil", "/r/evil")
+    del older["real_links"]
+    with pytest.raises(LabError, match="not an object of the fields"):
+        check_record(older, "evil", "/r/evil")
 
 
 def test_a_lab_that_is_not_up_is_told_apart_from_a_refused_one(root: Path) -> None:

@@ -22,7 +22,6 @@ BRIDGE = "bridge0"  # "Thunderbolt Bridge": a new Mac's Thunderbolt ports start 
 LOOPBACK_MTU = 16384
 SERVER_WAIT = 15.0  # its start (Python and pyroute2) on a loaded 2-core machine: < 1 s
 SERVER = "babbler.lab.macos.server"
-SPEEDS = (40, 80)  # Gb/s: Thunderbolt 4, Thunderbolt 5
 SITE = Path(__file__).parent / "site"  # netifaces as on a Mac (site/netifaces.py)
 
 
