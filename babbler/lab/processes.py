@@ -8,7 +8,6 @@ checking that the pid is still the process it started, in the node's namespace.
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import signal
 import subprocess
@@ -39,85 +38,68 @@ def alive(pid: int, marker: str, netns: str | None = None) -> bool:
     return marker in cmdline and (netns is None or in_netns(pid, netns))
 
 
+def _namespace(path: str | Path) -> tuple[int, int] | None:
+    """The identity of the network namespace at `path` (a process's ns/net, a name under
+    NETNS_DIR), or None when there is none."""
+    try:
+        found = os.stat(path)
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino
+
+
 def in_netns(pid: int, netns: str) -> bool:
     """The process runs in the named network namespace (`ip netns`'s, under NETNS_DIR)."""
-    try:
-        theirs, named = os.stat(f"/proc/{pid}/ns/net"), os.stat(NETNS_DIR / netns)
-    except OSError:
-        return False
-    return (theirs.st_dev, theirs.st_ino) == (named.st_dev, named.st_ino)
-
-
-def end(pid: int, marker: str, netns: str | None = None, timeout: float = STOP_TIMEOUT) -> None:
-    """SIGTERM the process if it is still the one we started (`alive`), then SIGKILL after
-    `timeout`. Signalled through a pidfd opened before the check, so a pid reused after
-    the check is never signalled."""
-    try:
-        handle = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return
-    try:
-        if not alive(pid, marker, netns):
-            return
-        send = functools.partial(signal.pidfd_send_signal, handle)
-        stop(
-            send,
-            lambda grace: wait.until(lambda: not alive(pid, marker, netns), grace, every=0.02),
-            timeout,
-        )
-    except ProcessLookupError:
-        pass  # it exited between the check and the signal
-    finally:
-        os.close(handle)
+    theirs = _namespace(f"/proc/{pid}/ns/net")
+    return theirs is not None and theirs == _namespace(NETNS_DIR / netns)
 
 
 def pids_in(netns: str) -> list[int]:
     """Every process running in the named namespace (the lab's own: whatever runs there
     was started for the lab, by it or by someone through `babbler-lab exec`)."""
-    try:
-        named = os.stat(NETNS_DIR / netns)
-    except OSError:
+    named = _namespace(NETNS_DIR / netns)
+    if named is None:
         return []
-    out = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            theirs = os.stat(f"/proc/{entry}/ns/net")
-        except OSError:
-            continue
-        if (theirs.st_dev, theirs.st_ino) == (named.st_dev, named.st_ino):
-            out.append(int(entry))
-    return out
+    pids = (int(entry) for entry in os.listdir("/proc") if entry.isdigit())
+    return [pid for pid in pids if _namespace(f"/proc/{pid}/ns/net") == named]
+
+
+def end(pid: int, marker: str, netns: str | None = None, timeout: float = STOP_TIMEOUT) -> None:
+    """SIGTERM the process if it is still the one we started (`alive`), then SIGKILL after
+    `timeout`."""
+    _end_each([pid], marker, netns, timeout)
 
 
 def end_all_in(netns: str, timeout: float = STOP_TIMEOUT) -> list[int]:
-    """End every process in the namespace (SIGTERM, then SIGKILL after `timeout`), each
-    through a pidfd opened while it was seen there; the pids it ended."""
+    """End every process in the namespace (SIGTERM, then SIGKILL after `timeout`); the
+    pids it ended."""
+    pids = pids_in(netns)
+    _end_each(pids, "", netns, timeout)
+    return pids
+
+
+def _end_each(pids: Sequence[int], marker: str, netns: str | None, timeout: float) -> None:
+    """End the processes together (`spawn.stop`: SIGTERM, then SIGKILL after `timeout`),
+    each only while it is `alive` and through a pidfd opened before that check, so a pid
+    reused after the check is never signalled."""
     handles = {}
-    for pid in pids_in(netns):
-        try:
-            handles[pid] = os.pidfd_open(pid)
-        except (ProcessLookupError, OSError):
-            continue
     try:
-        for pid, handle in handles.items():
-            if in_netns(pid, netns):  # the pidfd holds the process: no pid reused since
-                with contextlib.suppress(ProcessLookupError):
-                    signal.pidfd_send_signal(handle, signal.SIGTERM)
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):  # it has gone already
+                handles[pid] = os.pidfd_open(pid)
 
-        def gone() -> bool:
-            return not any(process_name(p) is not None and in_netns(p, netns) for p in handles)
+        def live() -> list[int]:
+            return [pid for pid in handles if alive(pid, marker, netns)]
 
-        if not wait.until(gone, timeout, every=0.02):
-            for pid, handle in handles.items():
-                if in_netns(pid, netns):
-                    with contextlib.suppress(ProcessLookupError):
-                        signal.pidfd_send_signal(handle, signal.SIGKILL)
+        def send(signum: int) -> None:
+            for pid in live():
+                with contextlib.suppress(ProcessLookupError):  # it exited since the check
+                    signal.pidfd_send_signal(handles[pid], signum)
+
+        stop(send, lambda grace: wait.until(lambda: not live(), grace, every=0.02), timeout)
     finally:
         for handle in handles.values():
             os.close(handle)
-    return sorted(handles)
 
 
 def last_error(log: Path) -> str | None:
