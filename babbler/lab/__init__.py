@@ -30,7 +30,7 @@ from babbler.client import ask
 from babbler.lab import files, netns, probe
 from babbler.lab.macos import node as mac
 from babbler.lab.node import Node
-from babbler.lab.processes import Daemons, alive, end, end_all_in
+from babbler.lab.processes import RESPONDER, Daemons, alive, end, end_all_in, pids_in
 from babbler.lab.record import MAX_NODES, SPEEDS, check_record, netns_name, node_base
 from babbler.lab.topology import TOPOLOGIES, LabError, LabNotUp, edges, farthest_from, link_name
 
@@ -254,8 +254,11 @@ class Lab:
 
     def down(self) -> None:
         """Stop every daemon we started, any babeld they left, and whatever else runs in the
-        lab's namespaces (a babblerd started by hand through `exec`: it would start babeld
-        again once its namespace is gone); delete namespaces and files."""
+        lab's namespaces (a bench responder a killed babblerd left, a babblerd started by
+        hand through `exec`: it would start babeld again once its namespace is gone); delete
+        namespaces and files. A namespace is deleted only once nothing runs in it (a process
+        left in one deleted would run on unseen): raises LabError naming what is left, with
+        its namespace and the record kept for another `down`."""
         for node in self.nodes:
             if node.pid is not None:
                 end(node.pid, "babbler.daemon.cli", node.netns)
@@ -269,8 +272,18 @@ class Lab:
                 end(babeld, "babeld", node.netns)
             except (OSError, ValueError, LabError):
                 pass
+        left = {}
+        for node in self.nodes:
             end_all_in(node.netns)
-        netns.delete_namespaces([node.netns for node in self.nodes])
+            if pids := pids_in(node.netns):
+                left[node.netns] = pids
+        netns.delete_namespaces([node.netns for node in self.nodes if node.netns not in left])
+        if left:
+            running = "; ".join(f"{name}: pids {pids}" for name, pids in left.items())
+            raise LabError(
+                f"lab {self.name}: processes still run after SIGKILL ({running}); their "
+                f"namespaces are kept: run `babbler-lab --name {self.name} down` again"
+            )
         shutil.rmtree(self.base, ignore_errors=True)
 
     # -- daemons -------------------------------------------------------------------------------
@@ -309,12 +322,15 @@ class Lab:
         return node.pid is not None and alive(node.pid, "babbler.daemon.cli", node.netns)
 
     def stop(self, node: Node) -> None:
-        """End the node's babblerd (SIGTERM: a clean stop). Its babeld goes with it."""
+        """End the node's babblerd (SIGTERM: a clean stop). Its babeld goes with it, and
+        so does a bench responder that a babblerd killed before left running (a macOS
+        node's children do not die with babblerd)."""
         if node.pid is not None:
             end(node.pid, "babbler.daemon.cli", node.netns)
             self.daemons.reap(node.pid)
             node.pid = None
             self.save()
+        end_all_in(node.netns, RESPONDER)
 
     def cable(self, a: int, b: int) -> tuple[int, int]:
         """The lab's link between nodes a and b, as it records it. Raises LabError."""

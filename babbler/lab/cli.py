@@ -342,7 +342,8 @@ def lab_exec(name: str, node: str, command: tuple[str, ...]) -> None:
 @_named
 @click.argument("node")
 def stop_node(name: str, node: str) -> None:
-    """Stop NODE's babblerd cleanly (SIGTERM), as `systemctl stop` would."""
+    """Stop NODE's babblerd cleanly (SIGTERM), as `systemctl stop` would, and a bench
+    responder that a babblerd killed before left running."""
     _need_root()
 
     def go() -> None:

@@ -21,8 +21,14 @@ from babbler.lab.files import open_log
 from babbler.lab.topology import LabError
 
 STOP_TIMEOUT = 5.0
+# `end_all_in` lists a namespace's processes again after ending them, at most this often:
+# each round ends what the one before left or what started meanwhile.
+END_ROUNDS = 3
 SERVE_TIMEOUT = 15.0
 NETNS_DIR = Path("/run/netns")  # where `ip netns add` names namespaces
+# What babblerd's bench responder's command line holds (`python -m` of it: PROGRAM in
+# daemon/responder.py, which the lab may not import).
+RESPONDER = "babbler.bench.responder"
 
 
 def alive(pid: int, marker: str, netns: str | None = None) -> bool:
@@ -70,12 +76,19 @@ def end(pid: int, marker: str, netns: str | None = None, timeout: float = STOP_T
     _end_each([pid], marker, netns, timeout)
 
 
-def end_all_in(netns: str, timeout: float = STOP_TIMEOUT) -> list[int]:
-    """End every process in the namespace (SIGTERM, then SIGKILL after `timeout`); the
-    pids it ended."""
-    pids = pids_in(netns)
-    _end_each(pids, "", netns, timeout)
-    return pids
+def end_all_in(netns: str, marker: str = "", timeout: float = STOP_TIMEOUT) -> list[int]:
+    """End every process in the namespace whose command line contains `marker` (SIGTERM,
+    then SIGKILL after `timeout`), and again while any is left, for up to END_ROUNDS
+    rounds: one started there meanwhile goes too (a babblerd that is ending restarts its
+    responder, which on macOS does not die with it). The pids it ended."""
+    ended: set[int] = set()
+    for _ in range(END_ROUNDS):
+        pids = [pid for pid in pids_in(netns) if alive(pid, marker, netns)]
+        if not pids:
+            break
+        _end_each(pids, marker, netns, timeout)
+        ended.update(pids)
+    return sorted(ended)
 
 
 def _end_each(pids: Sequence[int], marker: str, netns: str | None, timeout: float) -> None:

@@ -2,13 +2,15 @@
 reaches, exec running the lab's babblerctl even with a bare PATH (sudo resets it), --name
 after the command, and down of a lab that is not up. Its files are root's: a lab directory
 someone else made is refused. A macOS lab: a cable added later is described as the lab's
-others are."""
+others are, and what a killed babblerd left running goes with `stop` and `down`."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +18,9 @@ from typing import Any
 
 import pytest
 
+from babbler.core.config import DEFAULT_BENCH_PORT
 from babbler.lab import LAB_ROOT, Lab
+from babbler.lab.processes import NETNS_DIR, RESPONDER
 from tests import needs
 from tests.integration.helpers import NOBODY, until
 
@@ -147,3 +151,104 @@ def test_a_cable_added_later_is_described_at_the_lab_s_thunderbolt_with_its_far_
                 )
     finally:
         run("down", "--name", name)
+
+
+def lab_processes(namespaces: set[tuple[int, int]]) -> dict[int, str]:
+    """pid -> command line of every process whose network namespace is one of these (held
+    by identity, so a process left in one deleted since is found too)."""
+    out = {}
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            net = os.stat(f"/proc/{entry}/ns/net")
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue  # it has gone
+        if (net.st_dev, net.st_ino) in namespaces:
+            out[int(entry)] = cmdline
+    return out
+
+
+def listening(name: str, node: str) -> int:
+    """How many sockets listen on the bench port in the node (its responder's: one per
+    node address, IPv6 and IPv4)."""
+    shown = run("--name", name, "exec", node, "--", "ss", "-Hltn", f"sport = :{DEFAULT_BENCH_PORT}")
+    return len(shown.stdout.splitlines())
+
+
+def test_what_a_killed_macos_babblerd_left_goes_with_stop_and_down() -> None:
+    """A Mac's babblerd children are not tied to it: killed, it leaves its bench responder
+    running. `stop` ends it (else it holds the port the next babblerd's responder needs),
+    and `down` leaves no process of the lab anywhere (else they run on in namespaces
+    deleted under them)."""
+    needs.netifaces()
+    name = f"kd{os.getpid() % 100000}"
+    namespaces: set[tuple[int, int]] = set()
+    try:
+        up = run("up", "--name", name, "--nodes", "2", "--topology", "line", "--platform",
+                 "macos")  # fmt: skip
+        assert up.returncode == 0, up.stderr
+        lab = Lab.load(name)
+        node_of = {}
+        for node in lab.nodes:
+            found = os.stat(NETNS_DIR / node.netns)
+            node_of[node.name] = (found.st_dev, found.st_ino)
+        namespaces = set(node_of.values())
+
+        def running(node: str, marker: str) -> list[int]:
+            found = lab_processes({node_of[node]}).items()
+            return [pid for pid, cmdline in found if marker in cmdline]
+
+        # Each responder on both node addresses: one that binds after its babblerd died
+        # exits, on its word that it did (a pipe no one reads)
+        until(lambda: listening(name, "n1") == listening(name, "n2") == 2, what="responders")
+        os.kill(lab.node("n1").pid or 0, signal.SIGKILL)
+        until(lambda: not running("n1", "babbler.daemon.cli"), what="n1's babblerd gone")
+        assert running("n1", RESPONDER), "n1's responder died with its babblerd (as on Linux)"
+        stopped = run("--name", name, "stop", "n1")
+        assert stopped.returncode == 0, stopped.stderr
+        assert running("n1", RESPONDER) == [], "stop left the killed babblerd's responder"
+        os.kill(lab.node("n2").pid or 0, signal.SIGKILL)
+        down = run("down", "--name", name)
+        assert down.returncode == 0, down.stderr
+        left = lab_processes(namespaces)
+        assert left == {}, f"down left processes of the lab running: {left}"
+    finally:
+        run("down", "--name", name)
+        for pid in lab_processes(namespaces):  # the lab's own, were any left
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+# A stand-in for a daemon whose children outlive it (a Mac's babblerd): ended, it starts
+# another child first, as babblerd restarting its responder while it stops would.
+RESTARTS_WHEN_ENDED = """
+import os, signal, subprocess, sys, time
+def restart(*_):
+    subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    os._exit(0)
+signal.signal(signal.SIGTERM, restart)
+print("ready", flush=True)
+time.sleep(600)
+"""
+
+
+def test_down_ends_what_starts_in_a_namespace_while_it_ends() -> None:
+    name = f"rs{os.getpid() % 100000}"
+    lab = Lab.create(name, 1, "line", [])
+    found = os.stat(NETNS_DIR / lab.nodes[0].netns)
+    namespace = {(found.st_dev, found.st_ino)}
+    try:
+        where = ["ip", "netns", "exec", lab.nodes[0].netns]
+        program = [*where, sys.executable, "-c", RESTARTS_WHEN_ENDED]
+        with subprocess.Popen(program, stdout=subprocess.PIPE, text=True) as started:
+            assert started.stdout is not None and started.stdout.readline() == "ready\n"
+            down = run("down", "--name", name)
+            assert down.returncode == 0, down.stderr
+            left = lab_processes(namespace)
+            assert left == {}, f"down left what started while it ended: {left}"
+            assert started.wait(15) == 0
+    finally:
+        run("down", "--name", name)
+        for pid in lab_processes(namespace):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
