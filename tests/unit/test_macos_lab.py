@@ -3,16 +3,24 @@ read back to the facts they were made from; what they do not know, they refuse."
 
 from __future__ import annotations
 
+import os
+import subprocess
+import threading
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network, ip_network
+from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from babbler.core import darwin_output as parse
+from babbler.lab.macos import shims
 from babbler.lab.macos.commands import USAGE, Answer, answer
 from babbler.lab.macos.output import Address, Bus, Iface, Port, Route
+from babbler.lab.macos.server import open_server
 
 
 @dataclass
@@ -268,3 +276,67 @@ def test_a_command_line_the_lab_does_not_know_fails_never_an_empty_success(line:
 
 def test_a_program_the_lab_does_not_have_is_not_found() -> None:
     assert answer(MemoryHost(), "launchctl", ["list"]).code == 127
+
+
+# -- the commands on a node's PATH: bash shims that ask the node's server -----------------------
+
+
+@pytest.fixture
+def node_commands(tmp_path: Path) -> Iterator[tuple[MemoryHost, Path]]:
+    """The server over a Mac in memory, on a free port of the loopback, and the shims that ask
+    it (in the returned directory)."""
+    host = MemoryHost([LO0, Iface("en2", 2, True, True, 1500), Iface("enÅ", 3, True, False, 1500)])
+    server = open_server(host, 0)
+    thread = threading.Thread(target=server.serve_forever)
+    thread.start()
+    try:
+        shims.install(tmp_path, server.server_address[1])
+        yield host, tmp_path
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def shim(bin_dir: Path, *words: str) -> tuple[int, bytes, bytes]:
+    """Run a command as babblerd does, in a UTF-8 locale: its exit status, stdout, stderr."""
+    done = subprocess.run(
+        [str(bin_dir / words[0]), *words[1:]],
+        capture_output=True,
+        env={"PATH": os.environ["PATH"], "LANG": "C.UTF-8"},
+        check=False,
+        timeout=30,
+    )
+    return done.returncode, done.stdout, done.stderr
+
+
+@pytest.mark.parametrize(
+    "words",
+    [
+        ("ifconfig",),
+        ("ifconfig", "-l"),  # an interface whose name is not ASCII
+        ("ifconfig", "enÅ2"),  # an error that is not ASCII
+        ("networksetup", "-listallhardwareports"),  # starts and ends with blank lines
+        ("networksetup", "-setnetworkserviceenabled", "Thunderbolt 1", "off"),  # no output
+        ("route", "-n", "delete", "-inet6", "fde0::9"),  # both outputs, exit 0
+        ("sysctl", "-a"),  # refused
+    ],
+)
+def test_a_command_prints_the_servers_answer_byte_for_byte(
+    node_commands: tuple[MemoryHost, Path], words: tuple[str, ...]
+) -> None:
+    host, bin_dir = node_commands
+    expected = answer(MemoryHost(host.links), words[0], words[1:])
+    assert shim(bin_dir, *words) == (
+        expected.code,
+        expected.out.encode(),
+        expected.err.encode(),
+    )
+
+
+def test_commands_run_at_once_are_each_answered(node_commands: tuple[MemoryHost, Path]) -> None:
+    host, bin_dir = node_commands
+    expected = (0, answer(host, "ifconfig", []).out.encode(), b"")
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        results = list(pool.map(lambda _: shim(bin_dir, "ifconfig"), range(32)))
+    assert results == [expected] * 32

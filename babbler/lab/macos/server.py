@@ -7,9 +7,9 @@ its PATH (`shims`) ask. It reads the namespace through netlink and /proc/sys, ac
 It listens on 127.0.0.1:PORT of the namespace (bash reaches it through /dev/tcp without a
 program of its own: a command costs a bash start-up and one round trip, not a Python one).
 The request: the argument count, the program's name and each argument, each ended by a NUL.
-The answer: a line with the exit status and the length of the standard error, the standard
-error, then the standard output. Its
-log (macos-server.log in NODE_DIR) has a line per command: the exit status, the command.
+The answer: a line with the exit status and the lengths in bytes of the standard error and
+the standard output, then the standard error, then the standard output. Its log
+(macos-server.log in NODE_DIR) has a line per command: the exit status, the command.
 Described by `macos.json` in NODE_DIR, written by the lab: the machine's name, its hardware
 ports and its Thunderbolt buses (their far ends' domains).
 """
@@ -31,7 +31,7 @@ from typing import Any
 
 from pyroute2 import IPRoute
 
-from babbler.lab.macos.commands import Answer, Failed, answer
+from babbler.lab.macos.commands import Answer, Failed, Host, answer
 from babbler.lab.macos.output import Address, Bus, Iface, Port, Route
 from babbler.lab.netns import PULLED
 
@@ -314,8 +314,9 @@ def eui64_link_local(mac: str) -> IPv6Address:
     return IPv6Address(bytes([0xFE, 0x80, 0, 0, 0, 0, 0, 0, *eui]))
 
 
-def serve(node_dir: Path, port: int = PORT) -> None:
-    host = NetlinkHost(node_dir)
+def open_server(host: Host, port: int = PORT) -> socketserver.TCPServer:
+    """A server answering the commands against `host` on 127.0.0.1:`port` (0: a free one),
+    bound and listening; the caller runs its `serve_forever` and closes it."""
     lock = threading.Lock()
 
     class Handler(socketserver.StreamRequestHandler):
@@ -331,8 +332,8 @@ def serve(node_dir: Path, port: int = PORT) -> None:
                     result = Answer(70, "", f"{program}: babbler-lab's macOS failed: {error}\n")
                 # The log says what babblerd ran on its "Mac", one line each: exit, line
                 print(result.code, shlex.join([program, *args]), flush=True)
-            err = result.err.encode()
-            self.wfile.write(f"{result.code} {len(err)}\n".encode() + err + result.out.encode())
+            err, out = result.err.encode(), result.out.encode()
+            self.wfile.write(f"{result.code} {len(err)} {len(out)}\n".encode() + err + out)
 
         def _read(self) -> tuple[str, list[str]] | None:
             data = b""
@@ -352,7 +353,11 @@ def serve(node_dir: Path, port: int = PORT) -> None:
         allow_reuse_address = True
         daemon_threads = True
 
-    with Server(("127.0.0.1", port), Handler) as server:
+    return Server(("127.0.0.1", port), Handler)
+
+
+def serve(node_dir: Path, port: int = PORT) -> None:
+    with open_server(NetlinkHost(node_dir), port) as server:
         print(f"serving on 127.0.0.1:{port}", flush=True)
         server.serve_forever()
 
