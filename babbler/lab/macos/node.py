@@ -19,6 +19,7 @@ from babbler.lab.topology import LabError
 
 FIRST_PORT = 2  # a Mac's Thunderbolt ports are en2, en3, ... (en0: Ethernet, en1: Wi-Fi)
 BRIDGE = "bridge0"  # "Thunderbolt Bridge": a new Mac's Thunderbolt ports start in it
+ETHERNET = "en0"  # "Ethernet": a Mac mini's or Mac Studio's port, with no cable in the lab
 LOOPBACK_MTU = 16384
 SERVER_WAIT = 15.0  # its start (Python and pyroute2) on a loaded 2-core machine: < 1 s
 SERVER = "babbler.lab.macos.server"
@@ -38,10 +39,14 @@ def domain(lab: str, node: Node) -> str:
 
 
 def shape(namespace: str) -> None:
-    """The namespace's links as a Mac has them before any cable: lo0 and bridge0."""
+    """The namespace's links as a Mac has them before any cable: lo0, en0 (its Ethernet
+    port, no cable in it: a tap no program holds is up without carrier, so it has no
+    link-local, as a Mac's port with `status: inactive`) and bridge0."""
     netns.run("ip", "-n", namespace, "link", "set", "lo", "down")
     netns.run("ip", "-n", namespace, "link", "set", "lo", "name", "lo0")
     netns.run("ip", "-n", namespace, "link", "set", "lo0", "mtu", str(LOOPBACK_MTU), "up")
+    netns.run("ip", "-n", namespace, "tuntap", "add", ETHERNET, "mode", "tap")
+    netns.run("ip", "-n", namespace, "link", "set", ETHERNET, "up")
     netns.run("ip", "-n", namespace, "link", "add", BRIDGE, "type", "bridge")
     netns.run("ip", "-n", namespace, "link", "set", BRIDGE, "up")
 
@@ -55,10 +60,10 @@ def bridge_port(namespace: str, name: str) -> None:
 
 
 def describe(lab: str, node: Node, far: Mapping[str, Node], speed: int) -> None:
-    """Write macos.json: the hardware ports (bridge0, then Thunderbolt 1.. for en2..) and a
+    """Write macos.json: the hardware ports (en0, bridge0, Thunderbolt 1.. for en2..) and a
     Thunderbolt bus per port; `far`: port -> the node at its other end (a macOS node's
     domain; another machine's too: a Linux node stands for a Mac without babbler)."""
-    ports = [["Thunderbolt Bridge", BRIDGE]]
+    ports = [["Ethernet", ETHERNET], ["Thunderbolt Bridge", BRIDGE]]  # Apple Silicon's order
     buses = []
     for i, _ in enumerate(node.ports):
         device = f"en{FIRST_PORT + i}"
