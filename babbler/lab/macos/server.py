@@ -24,6 +24,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv6Address, ip_address, ip_network
 from pathlib import Path
@@ -38,6 +39,11 @@ from babbler.lab.netns import PULLED
 PORT = 6690  # on the namespace's loopback; babblerd's own ports are 6696-6699
 DESCRIPTION = "macos.json"
 MAX_REQUEST = 1 << 16
+# Requests served at once, by threads kept for the next (a thread started per command cost
+# more than the answer: ~0.25 ms of ~0.7); babblerd runs one command at a time, doctor a few
+WORKERS = 8
+QUEUED = 64  # connections waiting for a worker (socketserver's 5 would drop a burst's SYNs)
+REQUEST_TIMEOUT = 10.0  # s: a client that connects and says nothing lets its worker go
 IFF_UP, IFF_LOOPBACK = 0x1, 0x8
 IFA_F_DEPRECATED, IFA_F_TENTATIVE = 0x20, 0x40
 RTPROT_BABEL = 42
@@ -320,6 +326,8 @@ def open_server(host: Host, port: int = PORT) -> socketserver.TCPServer:
     lock = threading.Lock()
 
     class Handler(socketserver.StreamRequestHandler):
+        timeout = REQUEST_TIMEOUT
+
         def handle(self) -> None:
             parts = self._read()
             if parts is None:
@@ -344,16 +352,42 @@ def open_server(host: Host, port: int = PORT) -> socketserver.TCPServer:
                     if len(fields) > count + 2:
                         words = [f.decode(errors="replace") for f in fields[1 : count + 2]]
                         return words[0], words[1:]
-                chunk = self.rfile.read1(4096)
+                try:
+                    chunk = self.rfile.read1(4096)
+                except TimeoutError:
+                    return None
                 if not chunk or len(data) > MAX_REQUEST:
                     return None
                 data += chunk
 
-    class Server(socketserver.ThreadingTCPServer):
-        allow_reuse_address = True
-        daemon_threads = True
+    return PooledServer(("127.0.0.1", port), Handler)
 
-    return Server(("127.0.0.1", port), Handler)
+
+class PooledServer(socketserver.TCPServer):
+    """socketserver's TCP server with a pool of WORKERS threads (ThreadingMixIn starts one
+    per request)."""
+
+    allow_reuse_address = True
+    request_queue_size = QUEUED
+
+    def __init__(self, address: tuple[str, int], handler: Any) -> None:
+        self._pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="command")
+        super().__init__(address, handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        self._pool.submit(self._serve, request, client_address)
+
+    def _serve(self, request: Any, client_address: Any) -> None:
+        try:
+            self.finish_request(request, client_address)
+        except Exception:
+            self.handle_error(request, client_address)
+        finally:
+            self.shutdown_request(request)
+
+    def server_close(self) -> None:
+        super().server_close()
+        self._pool.shutdown(cancel_futures=True)
 
 
 def serve(node_dir: Path, port: int = PORT) -> None:
