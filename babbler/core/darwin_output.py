@@ -275,7 +275,9 @@ def build_link(
         index=index,
         arp_type=ARPHRD_ETHER if is_en or name.startswith("bridge") else 0,
         kind="bridge" if name.startswith("bridge") else None,
-        has_device=is_en and not unwired,
+        # an en* no hardware port names is none (a T2 Mac's link to its T2 chip, en5 or so,
+        # is listed by ifconfig, not networksetup): never a cable
+        has_device=is_en and port is not None and not unwired,
         wireless=port in WIFI_PORTS,
         # The category Linux's thunderbolt-net driver gives ("thunderbolt" in status).
         driver="thunderbolt-net" if thunderbolt else None,
