@@ -124,6 +124,29 @@ async def test_networksetup_is_asked_again_only_when_ports_change(mac: FakeMac) 
     assert mac.ran.count(asked) == 2
 
 
+async def test_a_link_no_port_names_is_no_cable_and_is_asked_about_now_and_then(
+    mac: FakeMac, autojump_clock: trio.testing.MockClock
+) -> None:
+    """en7 (a T2 Mac's link to its T2) is never named; a new adapter, en8, is named by
+    networksetup only a moment after ifconfig lists it: it becomes a cable within
+    UNNAMED_RECHECK, and networksetup is not asked at every pass meanwhile."""
+    kernel = DarwinKernel(mac.system(), None)
+    asked = ("networksetup", "-listallhardwareports")
+    mac.outputs[("ifconfig",)] += "en8: flags=8863<UP,BROADCAST,SMART,RUNNING> mtu 1500\n"
+    mac.outputs[("ifconfig", "-l")] += " en8"
+    links = await kernel.read_links()
+    assert not links["en8"].has_device and not links["en7"].has_device
+    mac.outputs[asked] += "\nHardware Port: USB 10/100/1000 LAN\nDevice: en8\n"
+    for _ in range(5):
+        await trio.sleep(darwin.REREAD_INTERVAL)
+        links = await kernel.read_links()
+    assert mac.ran.count(asked) == 1
+    await trio.sleep(darwin.UNNAMED_RECHECK)
+    links = await kernel.read_links()
+    assert links["en8"].has_device and not links["en7"].has_device
+    assert mac.ran.count(asked) == 2
+
+
 async def test_a_link_gone_between_listing_and_reading_is_skipped(mac: FakeMac) -> None:
     system = mac.system()
     listed = system.index

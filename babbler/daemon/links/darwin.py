@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import errno
 import importlib
+import math
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
@@ -49,6 +50,9 @@ from babbler.daemon.sysctls import COMMAND_TIMEOUT, Settings, SysctlCommand
 
 LOOPBACK = "lo0"
 REREAD_INTERVAL = 2.0
+# An en* link that no hardware port names is asked about again this often (networksetup
+# costs ~0.1 s: every pass would be 5 % of a core on a T2 Mac, whose T2 link never has one).
+UNNAMED_RECHECK = 30.0
 
 
 # -- the system, reached through one small seam -----------------------------------------------
@@ -134,17 +138,22 @@ class DarwinKernel:
         self.events = EventSocket(route_socket) if route_socket is not None else None
         self._ports: dict[str, str] = {}
         self._ports_for: frozenset[str] = frozenset()
+        self._asked_at = -math.inf  # when networksetup was last asked (trio time)
 
     async def _hardware_ports(self, all_names: Iterable[str]) -> dict[str, str]:
-        """networksetup is slow (~0.1 s): asked again only when the set of `en*` changes."""
+        """networksetup is slow (~0.1 s): asked again when the set of `en*` changes, and
+        every UNNAMED_RECHECK while one of them has no port (not a cable until it has: a
+        T2 Mac's link to its T2 never has; a new adapter may be listed a moment late)."""
         wanted = frozenset(n for n in all_names if n.startswith("en"))
-        if wanted != self._ports_for:
+        now = trio.current_time()
+        unnamed = wanted - self._ports.keys()
+        if wanted != self._ports_for or (unnamed and now >= self._asked_at + UNNAMED_RECHECK):
             text = await self._system.run(["networksetup", "-listallhardwareports"])
             ports = hardware_ports(text)
             if wanted and not ports:  # else Wi-Fi would look like a cable
                 said = f"networksetup printed no hardware port: {text[:60]!r}"
                 raise KernelError(said, errno.EIO)
-            self._ports, self._ports_for = ports, wanted
+            self._ports, self._ports_for, self._asked_at = ports, wanted, now
         return self._ports
 
     async def read_links(self) -> dict[str, Link]:
