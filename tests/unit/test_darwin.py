@@ -344,3 +344,33 @@ async def test_a_command_that_prints_garbage_is_a_failed_read_not_an_empty_mac(
     mac.outputs[command] = garbage
     with pytest.raises(KernelError, match=says):
         await DarwinKernel(mac.system(), None).read_links()
+
+
+async def test_the_clash_checks_routes_are_read_again_after_a_message_an_edit_or_routes_for(
+    mac: FakeMac, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A pass every 2 s checks the host's IPv4 routes; one `netstat` serves them until a
+    routing message comes (a Mac sends one for every route added or deleted), babblerd
+    changes something itself, or ROUTES_FOR passes (a route nothing announced)."""
+    netstat = ("netstat", "-rn", "-f", "inet")
+    vpn = IPv4Network("10.77.0.0/16")
+    ours, system_side = trio.socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    with ours, system_side:
+        kernel = DarwinKernel(mac.system(), ours)
+        links = await kernel.read_links()
+        before = await kernel.read_routes_v4()
+        await kernel.wait_for_change()  # silence: the periodic pass
+        assert await kernel.read_routes_v4() == before
+        assert mac.ran.count(netstat) == 1
+        mac.outputs[netstat] += "10.77/16           link#9             UCS        utun3       \n"
+        await system_side.send(b"\x9c\x00\x05\x01")  # RTM_ADD-shaped bytes
+        await kernel.wait_for_change()
+        assert vpn in {r.network for r in await kernel.read_routes_v4()}
+        await kernel.set_mtu(links["en4"], 9000)
+        await kernel.read_routes_v4()
+        assert mac.ran.count(netstat) == 3
+        mac.outputs[netstat] = NETSTAT_INET  # the route goes, and nothing says so
+        assert vpn in {r.network for r in await kernel.read_routes_v4()}
+        await trio.sleep(darwin.ROUTES_FOR)
+        assert vpn not in {r.network for r in await kernel.read_routes_v4()}
+        assert mac.ran.count(netstat) == 4
