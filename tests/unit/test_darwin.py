@@ -17,7 +17,7 @@ from babbler.core import darwin_output
 from babbler.core.errors import KernelError
 from babbler.core.links import AddressChange, Selector, usable_names
 from babbler.daemon.links import darwin
-from babbler.daemon.links.darwin import DarwinKernel, System
+from babbler.daemon.links.darwin import Addresses, DarwinKernel, System
 from babbler.daemon.sysctls import SysctlCommand
 
 DATA = Path(__file__).parent / "data" / "darwin"
@@ -53,6 +53,11 @@ class FakeMac:
             (DATA / "netifaces-inet6.json").read_text()
         )
         self.ran: list[tuple[str, ...]] = []
+        self.read: list[str] = []  # the links whose addresses were read, in order
+
+    def addresses(self, name: str) -> Addresses:
+        self.read.append(name)
+        return Addresses(inet6=self.inet6_of.get(name, []))
 
     async def run(self, args: Sequence[str]) -> str:
         command = tuple(args)
@@ -71,7 +76,7 @@ class FakeMac:
     def system(self) -> System:
         return System(
             run=self.run,
-            inet6=lambda name: self.inet6_of.get(name, []),
+            addresses=self.addresses,
             index=lambda name: self.outputs[("ifconfig", "-l")].split().index(name) + 1,
         )
 
@@ -161,6 +166,8 @@ async def test_a_link_gone_between_listing_and_reading_is_skipped(mac: FakeMac) 
     assert "en5" not in links and links["en2"].master == links["bridge0"].index
     # one listing per pass: names, states and bridges' members from the same moment
     assert [c for c in mac.ran if c[0] == "ifconfig"] == [("ifconfig",)]
+    # and one netifaces read per link, both families from it
+    assert sorted(mac.read) == sorted(links)
 
 
 async def test_addresses_are_added_and_removed_with_ifconfig(mac: FakeMac) -> None:

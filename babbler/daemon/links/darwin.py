@@ -1,7 +1,7 @@
 """macOS links: what they are, their addresses, changes, and address/route edits.
 
-- Addresses: netifaces (IPv6 addresses with their IN6_IFF_* flags, so a tentative link-local
-  is not yet usable).
+- Addresses: netifaces, one read per link and pass (IPv6 addresses with their IN6_IFF_* flags,
+  so a tentative link-local is not yet usable).
 - What a link is: `ifconfig -l` / `ifconfig -l -u` (names, and which are up),
   `networksetup -listallhardwareports` (which `en*` is the Wi-Fi port, which is Thunderbolt),
   `ifconfig bridgeN` (members of a bridge, e.g. the ports in "Thunderbolt Bridge").
@@ -24,7 +24,7 @@ import math
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import trio
@@ -68,14 +68,21 @@ UNNAMED_RECHECK = 30.0
 Runner = Callable[[Sequence[str]], Awaitable[str]]
 
 
+@dataclass(frozen=True)
+class Addresses:
+    """A link's addresses, as netifaces gives them: both families from one read."""
+
+    inet6: list[dict[str, Any]] = field(default_factory=list)  # AF_INET6 entries
+    inet: list[dict[str, Any]] = field(default_factory=list)  # AF_INET entries
+
+
 @dataclass
 class System:
     """How the backend reaches macOS; tests pass transcribed answers instead."""
 
     run: Runner  # runs a command, returns its output; raises KernelError when it fails
-    inet6: Callable[[str], list[dict[str, Any]]]  # netifaces AF_INET6 entries of a link
+    addresses: Callable[[str], Addresses]  # netifaces' for a link
     index: Callable[[str], int]  # if_nametoindex
-    inet: Callable[[str], list[dict[str, Any]]] = lambda name: []  # netifaces AF_INET
 
 
 async def _kill(process: trio.Process) -> None:
@@ -105,24 +112,19 @@ async def run_command(args: Sequence[str], hung_after: float = COMMAND_TIMEOUT) 
     return bytes(result.stdout).decode(errors="replace")
 
 
-def netifaces_entries(name: str, family: str) -> list[dict[str, Any]]:
+def netifaces_addresses(name: str) -> Addresses:
+    """One netifaces read (a getifaddrs(3) of the whole machine) for both families: a pass
+    reads each link once, not once per family."""
     netifaces: Any = importlib.import_module("netifaces")
     try:
-        entries: list[dict[str, Any]] = netifaces.ifaddresses(name).get(
-            getattr(netifaces, family), []
-        )
+        found: dict[int, list[dict[str, Any]]] = netifaces.ifaddresses(name)
     except ValueError:  # the interface went away between listing and reading
-        return []
-    return entries
+        return Addresses()
+    return Addresses(found.get(netifaces.AF_INET6, []), found.get(netifaces.AF_INET, []))
 
 
 def real_system() -> System:
-    return System(
-        run=run_command,
-        inet6=lambda name: netifaces_entries(name, "AF_INET6"),
-        index=socket.if_nametoindex,
-        inet=lambda name: netifaces_entries(name, "AF_INET"),
-    )
+    return System(run=run_command, addresses=netifaces_addresses, index=socket.if_nametoindex)
 
 
 # Address removal errors that mean "already gone".
@@ -187,21 +189,22 @@ class DarwinKernel:
         for bridge in (n for n in indexes if n.startswith("bridge")):
             members = bridge_members("\n".join(blocks[bridge]))
             masters.update(dict.fromkeys(members, indexes[bridge]))
-        return {
-            name: build_link(
+        links = {}
+        for name, index in indexes.items():
+            found = self._system.addresses(name)
+            links[name] = build_link(
                 name,
                 index,
                 port=ports.get(name),
                 bridge_index=masters.get(name),
                 up=name in up,
-                inet6=self._system.inet6(name),
+                inet6=found.inet6,
                 carrier=states[name].active if name in states else None,
                 speed_mbps=states[name].speed_mbps if name in states else None,
-                inet=self._system.inet(name),
+                inet=found.inet,
                 mtu=states[name].mtu if name in states else None,
             )
-            for name, index in indexes.items()
-        }
+        return links
 
     async def wait_for_change(self) -> None:
         if self.events is None:
