@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import signal
 import subprocess
 from collections.abc import Iterator
@@ -237,9 +236,7 @@ def test_help_explains_every_flag_and_check() -> None:
 
 def test_shellcheck_finds_nothing() -> None:
     """POSIX sh for macOS's /bin/sh: shellcheck's sh dialect flags bash-only constructs."""
-    shellcheck = shutil.which("shellcheck")
-    if shellcheck is None:
-        pytest.skip("shellcheck not installed (Debian package shellcheck)")
+    shellcheck = needs.tool("shellcheck", "shellcheck")
     result = subprocess.run(
         [shellcheck, "-s", "sh", str(SCRIPT)], capture_output=True, text=True, timeout=60
     )
