@@ -4,10 +4,12 @@ servers, and the commands they ran and reaped), as % of one core over a window, 
 macOS platform the commands a node's babblerd runs per pass.
 
     sudo .venv/bin/python bench/lab_idle.py [--sizes 4 10] [--window 30] [--settle 10]
+        [--name idle]
 
 The reference is the Linux lab of the same size (the ratio macOS / Linux is reported). CPU
 is read from /proc/PID/stat (time the processes used, not wall-clock timings), so other load
-on the machine changes it little; each lab's share is also split by process (`--by-process`).
+on the machine changes it little, and each lab's share is split by process (ROLES). Labs
+are named NAME and a number (bbl-NAME1234-n1...).
 """
 
 from __future__ import annotations
