@@ -220,6 +220,12 @@ def test_a_settled_macos_node_changes_nothing_pass_after_pass(ring: Lab) -> None
     preferred)."""
     node = ring.nodes[2]
     ring.wait_settled(node)
+
+    def sized() -> bool:  # each cable at 9000, which comes once the far end's info says so
+        cables = [i for i in ring.status(node)["interfaces"] if i["babel"]]
+        return len(cables) == 2 and all(i["mtu"] == 9000 for i in cables)
+
+    until(sized, WAIT, "the cables sized as two Macs' Thunderbolt")
     mark = len(commands_run(node))
     until(lambda: commands_run(node)[mark:].count("ifconfig") >= 3, WAIT, "three passes")
     acts = [
