@@ -135,10 +135,19 @@ def ipv4_facts(entries: Iterable[dict[str, Any]]) -> frozenset[IPv4Interface]:
 
 def inet_routes(netstat_text: str) -> list[HostRoute]:
     """`netstat -rn -f inet` -> the host's IPv4 routes, babeld's (RTF_PROTO2) left out.
-    netstat shortens destinations: `10.77/16`, `192.168.1` (a classful /24), `127`."""
-    out = []
+    netstat shortens destinations: `10.77/16`, `192.168.1` (a classful /24), `127`.
+
+    A row inside a network an interface reaches on its link (gateway `link#N`), on that same
+    interface, is left out too: the network's row stands for it. Those are the Mac's own
+    addresses (`10.77.200.4/32  link#9  UCS  en4  !`), its neighbours' ARP entries (`UHLW`)
+    and its gateway's scoped /32: read alone, babblerd's own cable address and the far end's
+    would be a clash with the mesh prefix, not the /31 of babblerd's that holds them."""
+    rows: list[tuple[IPv4Network, str, str]] = []  # (destination, gateway, interface)
+    netif = 3  # the Netif column (older netstat had Refs and Use before it: the header says)
     for line in netstat_text.splitlines():
         fields = line.split()
+        if fields[:1] == ["Destination"] and "Netif" in fields:
+            netif = fields.index("Netif")
         if len(fields) < 3 or fields[0] == "default" or RTF_PROTO2_FLAG in fields[2]:
             continue
         head, _, length = fields[0].partition("/")
@@ -150,8 +159,16 @@ def inet_routes(netstat_text: str) -> list[HostRoute]:
             network = IPv4Network(f"{'.'.join(octets + ['0'] * (4 - len(octets)))}/{bits}", False)
         except ValueError:
             continue
-        out.append(HostRoute(network, f"route {network} via {fields[1]}"))
-    return out
+        rows.append((network, fields[1], fields[netif] if len(fields) > netif else ""))
+    on_link = [(network, name) for network, gateway, name in rows if gateway.startswith("link#")]
+    return [
+        HostRoute(network, f"route {network} via {gateway}")
+        for network, gateway, name in rows
+        if not any(
+            network != wider and network.subnet_of(wider) and name == there
+            for wider, there in on_link
+        )
+    ]
 
 
 MEDIA_SPEED = re.compile(r"\((\d+(?:\.\d+)?)(G?)base", re.IGNORECASE)

@@ -15,7 +15,9 @@ import trio
 
 from babbler.core import darwin_output
 from babbler.core.errors import KernelError
+from babbler.core.ipv4 import DEFAULT_PREFIX
 from babbler.core.links import AddressChange, Selector, usable_names
+from babbler.daemon.ipv4 import Ipv4
 from babbler.daemon.links import darwin
 from babbler.daemon.links.darwin import Addresses, DarwinKernel, System
 from babbler.daemon.sysctls import SysctlCommand
@@ -29,6 +31,20 @@ NETSTAT_INET = (
     "127                127.0.0.1          UCS                   lo0       \n"
     "127.0.0.1          127.0.0.1          UH                    lo0       \n"
     "192.168.1          link#5             UCS                   en0      !\n"
+    "192.168.1.1/32     link#5             UCS                   en0      !\n"
+    "192.168.1.1        a0:b1:c2:d3:e4:1   UHLWIir               en0   1183\n"
+    "192.168.1.20/32    link#5             UCS                   en0      !\n"
+)
+# The same Mac running babblerd with IPv4 on: its node address on lo0 (a host route to
+# itself, as 127.0.0.1), a cable's /31 on en4 with the Mac's own /32 of it (interface-scoped:
+# `UCS`, `!`) and the far end's ARP entry, babeld's route through it. The own /32s, the ARP
+# entries and the gateway's /32 are rows of telepresenceio/telepresence issue 4048 (2025).
+NETSTAT_INET_MESH = NETSTAT_INET + (
+    "10.77.31.8         10.77.200.5        UGH2                  en4       \n"
+    "10.77.44.9         10.77.44.9         UH                    lo0       \n"
+    "10.77.200.4/31     link#9             UC                    en4       \n"
+    "10.77.200.4/32     link#9             UCS                   en4      !\n"
+    "10.77.200.5        36:d1:f2:cc:d:1    UHLWIi                en4   1183\n"
 )
 MESH_ADDRESS = IPv6Address("fde0:20c6:1fa7:12:3456:789a:0:1")
 
@@ -240,13 +256,45 @@ def test_ipv4_addresses_deprecated_ones_and_the_ipv4_routes_are_read() -> None:
         "192.168.1.20       a0:b1:c2:d3:e4:f5  UHLWIi                en0   1170\n"
     )
     routes = [r.network for r in darwin_output.inet_routes(netstat)]
+    # 192.168.1.20, an ARP entry, is in en0's network: the network row stands for it
     assert routes == [
         IPv4Network("10.77.0.0/16"),
         IPv4Network("127.0.0.0/8"),
         IPv4Network("192.168.1.0/24"),
-        IPv4Network("192.168.1.20/32"),
     ]
     assert darwin_output.babel_routes_v4(netstat) == ["10.77.31.8"]
+    # an older netstat, with Refs and Use before Netif (bettercap/bettercap pull request 23)
+    older = (
+        "Routing tables\n\nInternet:\n"
+        "Destination        Gateway            Flags        Refs      Use   Netif Expire\n"
+        "default            172.16.16.1        UGSc           48        0     en0\n"
+        "127.0.0.1          127.0.0.1          UH              1    27779     lo0\n"
+        "172.16.16          link#4             UCS             2        0     en0      !\n"
+        "172.16.16.9/32     link#4             UCS             1        0     en0      !\n"
+    )
+    assert [r.network for r in darwin_output.inet_routes(older)] == [
+        IPv4Network("127.0.0.1/32"),
+        IPv4Network("172.16.16.0/24"),
+    ]
+
+
+async def test_the_macs_own_mesh_addresses_and_their_far_ends_are_no_clash(
+    mac: FakeMac, tmp_path: Path
+) -> None:
+    """A Mac lists its own IPv4 addresses (an interface-scoped /32 each) and the ARP entries of
+    its neighbours in `netstat -rn`: babblerd's cable address and its far end's are in the
+    cable's /31, which is babblerd's, so they are no clash; the far end's address routed through
+    another link (a VPN's /32 on utun0) still is."""
+    mac.outputs[("netstat", "-rn", "-f", "inet")] = NETSTAT_INET_MESH
+    ours = {("lo0", IPv4Interface("10.77.44.9/32")), ("en4", IPv4Interface("10.77.200.4/31"))}
+    state = Ipv4(DEFAULT_PREFIX, tmp_path, node_id=1, recorded=frozenset(ours))
+    kernel = DarwinKernel(mac.system(), None)
+    assert state.check(await kernel.read_routes_v4()) is None
+    mac.outputs[("netstat", "-rn", "-f", "inet")] = NETSTAT_INET_MESH + (
+        "10.77.200.5/32     link#17            UCS                 utun0      !\n"
+    )
+    problem = state.check(await DarwinKernel(mac.system(), None).read_routes_v4())
+    assert problem == "route 10.77.200.5/32 via link#17 overlaps 10.77.0.0/16"
 
 
 def test_ipv4_and_not_preferred_addresses_have_their_ifconfig_lines() -> None:
