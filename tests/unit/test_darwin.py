@@ -383,6 +383,26 @@ async def test_a_command_that_hangs_is_ended_and_one_missing_is_a_kernel_error()
         assert await darwin.run_command(["echo", "lo0 en0"]) == "lo0 en0\n"
 
 
+async def test_a_command_that_fails_saying_why_on_its_output_is_quoted(tmp_path: Path) -> None:
+    """networksetup says what went wrong on its standard output, with nothing on its error
+    output, and exits 4 (crc-org/crc issue 1990): the error quotes it, in one line."""
+    networksetup = tmp_path / "networksetup"
+    networksetup.write_text(
+        "#!/bin/sh\n"
+        'echo "$2 is not a recognized network service."\n'
+        'echo "** Error: The parameters were not valid."\n'
+        "exit 4\n"
+    )
+    networksetup.chmod(0o755)
+    args = [str(networksetup), "-setnetworkserviceenabled", "Thunderbolt 9", "off"]
+    with pytest.raises(KernelError) as failed:
+        await darwin.run_command(args)
+    assert str(failed.value) == (
+        f"{' '.join(args)}: Thunderbolt 9 is not a recognized network service.;"
+        " ** Error: The parameters were not valid."
+    )
+
+
 @pytest.mark.parametrize(
     ("command", "garbage", "says"),
     [

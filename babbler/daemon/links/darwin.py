@@ -107,8 +107,10 @@ async def run_command(args: Sequence[str], hung_after: float = COMMAND_TIMEOUT) 
     if scope.cancelled_caught:
         raise KernelError(f"{command}: no answer in {hung_after:g} s", errno.ETIMEDOUT)
     if result.returncode != 0:
-        message = result.stderr.decode(errors="replace").strip() or f"exit {result.returncode}"
-        raise KernelError(f"{command}: {message}", errno.EIO)
+        # what it said: on its error output, or (networksetup's way) on its output
+        said = (result.stderr or result.stdout).decode(errors="replace").split("\n")
+        message = "; ".join(line.strip() for line in said if line.strip())
+        raise KernelError(f"{command}: {message or f'exit {result.returncode}'}", errno.EIO)
     return bytes(result.stdout).decode(errors="replace")
 
 
