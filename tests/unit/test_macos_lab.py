@@ -3,6 +3,7 @@ read back to the facts they were made from; what they do not know, they refuse."
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import threading
@@ -17,6 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from babbler.core import darwin_output as parse
+from babbler.core.ipv4 import DEFAULT_PREFIX, clash
 from babbler.lab.macos import shims
 from babbler.lab.macos.commands import USAGE, Answer, answer
 from babbler.lab.macos.output import Address, Bus, Iface, Port, Route
@@ -82,7 +84,9 @@ class MemoryHost:
 
 
 LO0 = Iface("lo0", 1, True, True, 16384, kind="loopback", addresses=(
-    Address(IPv4Address("127.0.0.1"), 8), Address(IPv6Address("::1"), 128),
+    Address(IPv4Address("127.0.0.1"), 8),
+    Address(IPv6Address("fe80::1"), 64),  # as the namespace lists them: not a Mac's order
+    Address(IPv6Address("::1"), 128),
 ))  # fmt: skip
 
 
@@ -186,8 +190,127 @@ def test_netstat_reads_back_as_babelds_routes_and_the_hosts_own(table: list[Rout
     assert sorted(IPv4Network(d, strict=False) for d in parse.babel_routes_v4(four)) == sorted(
         r.destination for r in table if r.babel and isinstance(r.destination, IPv4Network)
     )
+    # the host's: its routes (but those inside a network one of its links reaches on the
+    # link: that network's row stands for them) and lo0's addresses
+    on_link = [(r.destination, r.interface) for r in table if r.gateway is None]
     assert sorted(h.network for h in parse.inet_routes(four)) == sorted(
-        r.destination for r in table if not r.babel and isinstance(r.destination, IPv4Network)
+        [
+            r.destination
+            for r in table
+            if not r.babel
+            and isinstance(r.destination, IPv4Network)
+            and not any(
+                r.destination != wider and r.destination.subnet_of(wider) and r.interface == on
+                for wider, on in on_link
+                if isinstance(wider, IPv4Network)
+            )
+        ]
+        + [IPv4Network("127.0.0.0/8"), IPv4Network("127.0.0.1/32")]
+    )
+
+
+# A Mac in the mesh: lo0 with its node addresses, en2 cabled (its link-local, its cable
+# addresses), en3 in bridge0; babeld's routes, a static one, the namespace's connected ones.
+MESHED = MemoryHost(
+    [
+        Iface("lo0", 1, True, True, 16384, kind="loopback", addresses=(
+            *LO0.addresses,
+            Address(IPv4Address("10.77.44.9"), 32),
+            Address(IPv6Address("fde0:20c6:1fa7:ffff:1:2:3:0"), 128),
+        )),
+        Iface("en2", 4, True, True, 9000, mac="36:d1:f2:0a:0b:01", addresses=(
+            Address(IPv6Address("fde0:20c6:1fa7:ffff:1:2:3:4"), 128, deprecated=True),
+            Address(IPv4Address("10.77.200.4"), 31),
+            Address(IPv6Address("fe80::34d1:f2ff:fe0a:b01"), 64),
+        )),
+        Iface("en3", 5, True, False, 1500, mac="36:d1:f2:0a:0b:02", member_of="bridge0"),
+        Iface("bridge0", 6, True, False, 1500, mac="36:d1:f2:0a:0b:02", kind="bridge",
+              members=("en3",)),
+    ],
+    [
+        Route(ip_network("10.77.200.4/31"), "en2"),
+        Route(ip_network("10.77.31.8/32"), "en2", IPv4Address("10.77.200.5"), babel=True),
+        Route(ip_network("192.168.7.0/24"), "en2", IPv4Address("10.77.200.5")),
+        Route(ip_network("fe80::/64"), "en2"),
+        Route(ip_network("fe80::/64"), "lo0"),
+        Route(ip_network("fde0:20c6:1fa7:ffff:5:6:7:0/128"), "en2", IPv6Address("fe80::99"), True),
+        Route(ip_network("fd00:1::/64"), "en2", IPv6Address("fe80::99"), babel=True),
+        Route(ip_network("2001:db8::/48"), "en2", IPv6Address("fe80::99")),
+    ],
+)  # fmt: skip
+
+
+def test_netstat_lists_routes_and_the_macs_own_addresses_as_a_mac_does() -> None:
+    """In the routing table's order: own IPv4 addresses as an interface-scoped /32 (`UCS`,
+    `!`), lo0's as host routes to themselves; own IPv6 addresses on lo0 (`UHL`, link-locals
+    `UHLI`) with the interface's MAC as gateway; RTF_PRCLONING (`c`) on every route neither
+    a host route nor cloning; link-local networks scoped (`I`). docs/macos.md, "Where the
+    formats come from", says where each comes from."""
+    assert run(MESHED, "netstat -rn -f inet") == (0, (
+        "Routing tables\n\nInternet:\n"
+        "Destination        Gateway            Flags               Netif Expire\n"
+        "10.77.31.8         10.77.200.5        UGH2                  en2       \n"
+        "10.77.44.9         10.77.44.9         UH                    lo0       \n"
+        "10.77.200.4/31     link#4             UC                    en2       \n"
+        "10.77.200.4/32     link#4             UCS                   en2      !\n"
+        "127                127.0.0.1          UCS                   lo0       \n"
+        "127.0.0.1          127.0.0.1          UH                    lo0       \n"
+        "192.168.7          10.77.200.5        UGSc                  en2       \n"
+    ))  # fmt: skip
+    code, six = run(MESHED, "netstat -rn -f inet6")
+    lines = six.splitlines()
+    assert code == 0 and lines[:3] == ["Routing tables", "", "Internet6:"]
+    assert {len(line) for line in lines[3:]} == {39 + 1 + 39 + 1 + 10 + 1 + 14 + 1 + 6}
+    assert [line.split() for line in lines[4:]] == [
+        ["::1", "::1", "UHL", "lo0"],
+        ["2001:db8::/48", "fe80::99%en2", "UGSc", "en2"],
+        ["fd00:1::/64", "fe80::99%en2", "UG2c", "en2"],
+        ["fde0:20c6:1fa7:ffff:1:2:3:0", "link#1", "UHL", "lo0"],
+        ["fde0:20c6:1fa7:ffff:1:2:3:4", "36:d1:f2:a:b:1", "UHL", "lo0"],
+        ["fde0:20c6:1fa7:ffff:5:6:7:0", "fe80::99%en2", "UGH2", "en2"],
+        ["fe80::%lo0/64", "fe80::1%lo0", "UcI", "lo0"],
+        ["fe80::1%lo0", "link#1", "UHLI", "lo0"],
+        ["fe80::%en2/64", "link#4", "UCI", "en2"],
+        ["fe80::34d1:f2ff:fe0a:b01%en2", "36:d1:f2:a:b:1", "UHLI", "lo0"],
+    ]
+
+
+def test_the_macs_own_addresses_in_netstat_are_no_clash_for_babblerd() -> None:
+    """What babblerd's clash check reads of that table: its cable address's /32 is inside
+    the cable's /31 (babblerd's), its node address is its own /32; nothing of the mesh
+    prefix is anyone else's."""
+    routes = parse.inet_routes(run(MESHED, "netstat -rn -f inet")[1])
+    ours = [IPv4Network("10.77.44.9/32"), IPv4Network("10.77.200.4/31")]
+    assert clash(DEFAULT_PREFIX, routes, ours) is None
+    assert {r.network for r in routes} == {
+        *ours, IPv4Network("127.0.0.0/8"), IPv4Network("127.0.0.1/32"),
+        IPv4Network("192.168.7.0/24"),
+    }  # fmt: skip
+
+
+def test_ifconfig_lists_lo0_and_a_bridge_member_as_a_mac_does() -> None:
+    """lo0's addresses in a Mac's order (127.0.0.1, ::1, fe80::1, then what was added), a
+    bridge member without an `nd6` line (it has no IPv6 of its own)."""
+    assert run(MESHED, "ifconfig lo0")[1] == (
+        "lo0: flags=8049<UP,LOOPBACK,RUNNING,MULTICAST> mtu 16384\n"
+        "\toptions=1203<RXCSUM,TXCSUM,TXSTATUS,SW_TIMESTAMP>\n"
+        "\tinet 127.0.0.1 netmask 0xff000000\n"
+        "\tinet6 ::1 prefixlen 128 \n"
+        "\tinet6 fe80::1%lo0 prefixlen 64 scopeid 0x1 \n"
+        "\tinet 10.77.44.9 netmask 0xffffffff\n"
+        "\tinet6 fde0:20c6:1fa7:ffff:1:2:3:0 prefixlen 128 \n"
+        "\tnd6 options=201<PERFORMNUD,DAD>\n"
+    )
+    assert run(MESHED, "ifconfig en3")[1] == (
+        "en3: flags=8963<UP,BROADCAST,SMART,RUNNING,PROMISC,SIMPLEX,MULTICAST> mtu 1500\n"
+        "\toptions=460<TSO4,TSO6,CHANNEL_IO>\n"
+        "\tether 36:d1:f2:0a:0b:02\n"
+        "\tmedia: autoselect <full-duplex>\n"
+        "\tstatus: inactive\n"
+    )
+    assert (
+        "\tnd6 options=201<PERFORMNUD,DAD>\n\tmedia: <unknown type>"
+        in run(MESHED, "ifconfig bridge0")[1]
     )
 
 
@@ -195,10 +318,30 @@ def test_networksetup_and_system_profiler_read_back_as_ports_and_cables() -> Non
     plugged = Iface("en2", 2, True, True, 1500)
     loose = Iface("en3", 3, True, False, 1500)
     host = MemoryHost([LO0, plugged, loose])
-    ports = parse.hardware_ports(run(host, "networksetup -listallhardwareports")[1])
+    listing = run(host, "networksetup -listallhardwareports")[1]
+    assert listing.startswith("\nHardware Port: ")
+    assert listing.endswith("\nVLAN Configurations\n===================\n\n")
+    ports = parse.hardware_ports(listing)
     assert ports["en2"] == "Thunderbolt 1" and ports["bridge0"] == "Thunderbolt Bridge"
     profile = run(host, "system_profiler SPThunderboltDataType -json")[1]
     assert parse.thunderbolt_cables(profile, ports) == {"en2": True, "en3": False}
+    # as in the real captures: a cabled receptacle says its micro version, an idle one not
+    buses = {
+        b["_name"]: b["receptacle_1_tag"] for b in json.loads(profile)["SPThunderboltDataType"]
+    }
+    assert buses["thunderboltusb4_bus_0"]["micro_version_key"] == "0.0.0"
+    assert "micro_version_key" not in buses["thunderboltusb4_bus_1"]
+    assert '"micro_version_key" : "0.0.0",\n' in profile  # sorted, after link_status_key
+
+
+def test_an_unknown_network_service_is_said_on_the_output_with_exit_4() -> None:
+    """As networksetup does (crc-org/crc issue 1990: stdout has both lines, stderr nothing)."""
+    result = answer(MemoryHost(), "networksetup", ["-setnetworkserviceenabled", "Wi-Fi", "on"])
+    assert result == Answer(
+        4,
+        "Wi-Fi is not a recognized network service.\n** Error: The parameters were not valid.\n",
+        "",
+    )
 
 
 @pytest.mark.parametrize(
@@ -261,6 +404,9 @@ def test_sysctl_reads_and_writes_as_macos_prints_it() -> None:
         "netstat -ibn",
         "ifconfig en2 inet6 fde0::1/128 pltime 0 delete",
         "ifconfig en2 media 10GbaseT",
+        "ifconfig bridge9 create",  # not "bridge9 does not exist": the lab creates none
+        "ifconfig en9 media 10GbaseT",
+        "ifconfig en9 inet6 fde0::1/128 pltime 0 delete",
         "networksetup -listnetworkserviceorder",
         "system_profiler SPThunderboltDataType",
         "sysctl -a",
@@ -318,6 +464,7 @@ def shim(bin_dir: Path, *words: str) -> tuple[int, bytes, bytes]:
         ("ifconfig", "enÅ2"),  # an error that is not ASCII
         ("networksetup", "-listallhardwareports"),  # starts and ends with blank lines
         ("networksetup", "-setnetworkserviceenabled", "Thunderbolt 1", "off"),  # no output
+        ("networksetup", "-setnetworkserviceenabled", "Wi-Fi", "on"),  # exit 4, on stdout
         ("route", "-n", "delete", "-inet6", "fde0::9"),  # both outputs, exit 0
         ("sysctl", "-a"),  # refused
     ],

@@ -20,6 +20,7 @@ from babbler.lab.macos.output import Address, Bus, Iface, Port, Route
 
 USAGE = 64  # EX_USAGE: a command line the lab does not answer
 FIREWALL = "/usr/libexec/ApplicationFirewall/socketfilterfw"
+INET6_ENDS = (["add"], ["delete"], ["pltime", "0", "add"])  # what follows `inet6 A/N`
 # What the lab answers, as people read it (docs/macos.md lists the same).
 ALLOWED = (
     "ifconfig -l [-u]",
@@ -41,8 +42,9 @@ ALLOWED = (
 
 
 class Failed(Exception):
-    """The command fails: `text` on its standard error, exit `code` (macOS's route and an
-    ifconfig `mtu` that fails exit 0 all the same), `out` on its standard output."""
+    """The command fails: `text` on its standard error (none if empty), exit `code` (macOS's
+    route and an ifconfig `mtu` that fails exit 0 all the same), `out` on its standard
+    output (networksetup says its errors there)."""
 
     def __init__(self, text: str, code: int = 1, out: str = "") -> None:
         super().__init__(text)
@@ -84,7 +86,8 @@ def answer(host: Host, program: str, args: Sequence[str]) -> Answer:
             raise Failed(f"{name}: command not found", 127)
         return Answer(0, handler(host, list(args)))
     except Failed as failed:
-        return Answer(failed.code, failed.out, failed.text.rstrip("\n") + "\n")
+        err = failed.text.rstrip("\n")
+        return Answer(failed.code, failed.out, err + "\n" if err else "")
 
 
 def _refuse(program: str, args: Sequence[str]) -> Failed:
@@ -103,46 +106,55 @@ def _iface(host: Host, name: str) -> Iface:
     raise Failed(f"ifconfig: interface {name} does not exist")
 
 
+def _ifconfig_verb(rest: list[str]) -> str | None:
+    """What `ifconfig IF REST...` asks, when it is a line the lab answers (None: it is not).
+    Told before the interface is looked up: a line the lab does not answer is refused as
+    such, whether IF exists or not (`ifconfig bridge9 create` is not a missing bridge9)."""
+    if not rest:
+        return "show"
+    if rest in (["up"], ["down"]):
+        return "up"
+    if len(rest) == 2 and rest[0] == "mtu" and rest[1].isdigit():
+        return "mtu"
+    if len(rest) == 2 and rest[0] in ("addm", "deletem"):
+        return "member"
+    if len(rest) == 3 and rest[0] == "inet" and rest[2] in ("alias", "-alias"):
+        return "inet"
+    if len(rest) >= 3 and rest[0] == "inet6" and rest[2:] in INET6_ENDS:
+        return "inet6"
+    return None
+
+
 def ifconfig(host: Host, args: list[str]) -> str:
     if args in (["-l"], ["-l", "-u"]):
         return output.names(host.ifaces(), up_only=len(args) == 2)
     if not args:
         return output.listing(host.ifaces())
-    iface = _iface(host, args[0])
     rest = args[1:]
-    if not rest:
+    verb = _ifconfig_verb(rest)
+    if verb is None:
+        raise _refuse("ifconfig", args)
+    iface = _iface(host, args[0])
+    if verb == "show":
         return output.block(iface, {i.name: i for i in host.ifaces()}, alone=True)
-    if rest in (["up"], ["down"]):
+    if verb == "up":
         host.set_up(iface.name, rest[0] == "up")
-        return ""
-    if len(rest) == 2 and rest[0] == "mtu" and rest[1].isdigit():
+    elif verb == "mtu":
         host.set_mtu(iface.name, int(rest[1]))
-        return ""
-    if len(rest) == 2 and rest[0] in ("addm", "deletem") and iface.kind == "bridge":
+    elif verb == "member":
+        if iface.kind != "bridge":
+            raise _refuse("ifconfig", args)
         member = _iface(host, rest[1])
         if rest[0] == "deletem" and member.member_of != iface.name:
             raise Failed(f"ifconfig: BRDGDEL {rest[1]}: No such file or directory")
         host.bridge(iface.name, rest[1], rest[0] == "addm")
-        return ""
-    if len(rest) == 3 and rest[0] == "inet" and rest[2] in ("alias", "-alias"):
-        address = _address(rest[1], 4)
-        if rest[2] == "alias":
+    else:
+        address = _address(rest[1], 4 if verb == "inet" else 6, deprecated="pltime" in rest)
+        if rest[-1] in ("alias", "add"):
             host.add_address(iface.name, address)
         else:
             _remove(host, iface, address)
-        return ""
-    if rest[:1] == ["inet6"] and rest[-1:] in (["add"], ["delete"]):
-        middle = rest[2:-1]
-        if len(rest) >= 3 and middle in ([], ["pltime", "0"]):
-            address = _address(rest[1], 6, deprecated=middle == ["pltime", "0"])
-            if rest[-1] == "add":
-                host.add_address(iface.name, address)
-            elif middle:
-                raise _refuse("ifconfig", args)
-            else:
-                _remove(host, iface, address)
-            return ""
-    raise _refuse("ifconfig", args)
+    return ""
 
 
 def _address(text: str, family: int, deprecated: bool = False) -> Address:
@@ -168,8 +180,7 @@ def netstat(host: Host, args: list[str]) -> str:
     if args not in (["-rn", "-f", "inet"], ["-rn", "-f", "inet6"]):
         raise _refuse("netstat", args)
     family = 4 if args[2] == "inet" else 6
-    indexes = {i.name: i.index for i in host.ifaces()}
-    return output.netstat(host.routes(family), family, indexes)
+    return output.netstat(host.routes(family), family, host.ifaces())
 
 
 def route(host: Host, args: list[str]) -> str:
@@ -182,7 +193,7 @@ def route(host: Host, args: list[str]) -> str:
         raise Failed(f"route: bad address: {args[3]}") from None
     kind = "net" if "/" in args[3] else "host"
     for found in host.routes(family):
-        if found.destination == wanted and not found.local:
+        if found.destination == wanted:
             host.delete_route(found)
             return f"delete {kind} {args[3]}\n"
     # route.c: the error on both outputs, and exit 0 all the same
@@ -214,8 +225,9 @@ def networksetup(host: Host, args: list[str]) -> str:
         return output.hardware_ports(host.ports())
     if len(args) == 3 and args[0] == "-setnetworkserviceenabled" and args[2] in ("on", "off"):
         if not any(port.name == args[1] for port in host.ports()):
-            unknown = f"{args[1]} is not a recognized network service."
-            raise Failed(f"{unknown}\n** Error: The parameters were not valid.", 4)
+            # networksetup says it on its standard output, and exits 4
+            unknown = f"{args[1]} is not a recognized network service.\n"
+            raise Failed("", 4, f"{unknown}** Error: The parameters were not valid.\n")
         host.set_service(args[1], args[2] == "on")
         return ""
     raise _refuse("networksetup", args)

@@ -21,6 +21,7 @@ FIRST_PORT = 2  # a Mac's Thunderbolt ports are en2, en3, ... (en0: Ethernet, en
 BRIDGE = "bridge0"  # "Thunderbolt Bridge": a new Mac's Thunderbolt ports start in it
 ETHERNET = "en0"  # "Ethernet": a Mac mini's or Mac Studio's port, with no cable in the lab
 LOOPBACK_MTU = 16384
+LOOPBACK_LINK_LOCAL = "fe80::1/64"  # every Mac's lo0 has it (`inet6 fe80::1%lo0`)
 SERVER_WAIT = 15.0  # its start (Python and pyroute2) on a loaded 2-core machine: < 1 s
 SERVER = "babbler.lab.macos.server"
 SITE = Path(__file__).parent / "site"  # netifaces as on a Mac (site/netifaces.py)
@@ -39,12 +40,14 @@ def domain(lab: str, node: Node) -> str:
 
 
 def shape(namespace: str) -> None:
-    """The namespace's links as a Mac has them before any cable: lo0, en0 (its Ethernet
-    port, no cable in it: a tap no program holds is up without carrier, so it has no
-    link-local, as a Mac's port with `status: inactive`) and bridge0."""
+    """The namespace's links as a Mac has them before any cable: lo0 (with a Mac's fe80::1
+    besides 127.0.0.1 and ::1), en0 (its Ethernet port, no cable in it: a tap no program
+    holds is up without carrier, so it has no link-local, as a Mac's port with `status:
+    inactive`) and bridge0."""
     netns.run("ip", "-n", namespace, "link", "set", "lo", "down")
     netns.run("ip", "-n", namespace, "link", "set", "lo", "name", "lo0")
     netns.run("ip", "-n", namespace, "link", "set", "lo0", "mtu", str(LOOPBACK_MTU), "up")
+    netns.run("ip", "-n", namespace, "-6", "addr", "add", LOOPBACK_LINK_LOCAL, "dev", "lo0")
     netns.run("ip", "-n", namespace, "tuntap", "add", ETHERNET, "mode", "tap")
     netns.run("ip", "-n", namespace, "link", "set", ETHERNET, "up")
     netns.run("ip", "-n", namespace, "link", "add", BRIDGE, "type", "bridge")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network
+from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network, ip_network
 
 # <net/if.h> flag bits, as ifconfig prints them (value and names).
 IFF = (
@@ -60,7 +60,6 @@ class Route:
     interface: str
     gateway: IPv4Address | IPv6Address | None = None  # None: on the link
     babel: bool = False  # babeld's (RTF_PROTO2: flag `2`)
-    local: bool = False  # one of this host's own addresses
 
 
 @dataclass(frozen=True)
@@ -127,6 +126,23 @@ def _inet6(iface: Iface, address: Address) -> str:
     return " ".join(words) + " "
 
 
+def _listed_at(iface: Iface, address: Address) -> int:
+    """ifconfig lists an interface's addresses in the order they came. A Mac's lo0 starts
+    with 127.0.0.1, ::1 and fe80::1 (in that order), a port with its IPv6 link-local, then
+    its IPv4; what is added later follows (the namespace does not say when: IPv4 first)."""
+    ip = address.address
+    link_local = isinstance(ip, IPv6Address) and ip.is_link_local
+    if iface.kind == "loopback":
+        if ip.is_loopback:
+            return 0 if ip.version == 4 else 1
+        if link_local:
+            return 2
+        return 3 if ip.version == 4 else 4
+    if link_local:
+        return 0
+    return 1 if ip.version == 4 else 2
+
+
 def block(iface: Iface, members: Mapping[str, Iface] | None = None, alone: bool = False) -> str:
     """One interface as `ifconfig` shows it: one of all, or `alone` (`ifconfig NAME`, where
     a bridge also prints its address cache)."""
@@ -137,13 +153,10 @@ def block(iface: Iface, members: Mapping[str, Iface] | None = None, alone: bool 
     )
     if iface.mac is not None and iface.kind != "loopback":
         lines.append(f"\tether {iface.mac}")
-    v6 = [a for a in iface.addresses if isinstance(a.address, IPv6Address)]
-    v4 = [a for a in iface.addresses if isinstance(a.address, IPv4Address)]
-    v6.sort(key=lambda a: not a.address.is_link_local)  # the link-local first, as macOS
-    lines += [_inet(iface, a) for a in v4] if iface.kind == "loopback" else []
-    lines += [_inet6(iface, a) for a in v6[:1]]
-    lines += [_inet(iface, a) for a in v4] if iface.kind != "loopback" else []
-    lines += [_inet6(iface, a) for a in v6[1:]]
+    lines += [
+        _inet(iface, a) if isinstance(a.address, IPv4Address) else _inet6(iface, a)
+        for a in sorted(iface.addresses, key=lambda a: _listed_at(iface, a))
+    ]
     if iface.kind == "bridge":
         lines += [
             "\tConfiguration:",
@@ -160,7 +173,8 @@ def block(iface: Iface, members: Mapping[str, Iface] | None = None, alone: bool 
             )
         if alone:
             lines.append("\tAddress cache:")
-    lines.append(f"\t{ND6}")
+    if iface.member_of is None:  # a bridge's member has no IPv6 of its own: no nd6 line
+        lines.append(f"\t{ND6}")
     if iface.kind == "ether":
         lines.append("\tmedia: autoselect <full-duplex>")
         lines.append(f"\tstatus: {'active' if iface.carrier and iface.up else 'inactive'}")
@@ -208,27 +222,114 @@ def _netstat_destination(destination: IPv4Network | IPv6Network, interface: str)
     return ".".join(octets) if natural else f"{'.'.join(octets)}/{destination.prefixlen}"
 
 
+# netstat's flag letters, in the order it prints them (route.c's table of RTF_* bits)
+ROUTE_LETTERS = "UGHRDMmdCXLS12Wc3BbIiYrg"
+
+
+def _letters(flags: str) -> str:
+    return "".join(letter for letter in ROUTE_LETTERS if letter in flags)
+
+
 def _route_flags(route: Route) -> str:
-    """In netstat's order (U G H ... C ... 2): babeld's routes are RTF_UP|RTF_GATEWAY|
-    RTF_PROTO2 (+RTF_HOST): `UGH2`, `UG2` (its kernel_socket.c sets no RTF_STATIC)."""
-    full = route.destination.prefixlen == route.destination.max_prefixlen
-    letters = "U" + ("G" if route.gateway is not None else "") + ("H" if full else "")
+    """babeld's routes are RTF_UP|RTF_GATEWAY|RTF_PROTO2 (+RTF_HOST), no RTF_STATIC (its
+    kernel_socket.c); others are static (S), or cloning (C) on a link. xnu (in_rmx.c,
+    in6_rmx.c) adds RTF_PRCLONING (c) to every route that is neither a host route nor
+    cloning (`UG2c`, `UGSc`), and scopes a link-local network to its link (RTF_IFSCOPE, I:
+    `UCI`)."""
+    destination = route.destination
+    full = destination.prefixlen == destination.max_prefixlen
+    flags = "U" + ("G" if route.gateway is not None else "") + ("H" if full else "")
     if route.babel:
-        return letters + "2"
-    return letters + ("C" if not full and route.gateway is None else "S")
+        flags += "2"
+    else:
+        flags += "C" if not full and route.gateway is None else "S"
+    flags += "c" if not full and "C" not in flags else ""
+    scoped = isinstance(destination, IPv6Network) and destination.network_address.is_link_local
+    flags += "I" if scoped else ""
+    return _letters(flags)
 
 
-def netstat(routes: Iterable[Route], family: int, indexes: Mapping[str, int]) -> str:
-    """`netstat -rn -f inet` (4) or `-f inet6` (6)."""
+def _short_mac(mac: str) -> str:
+    """A MAC as netstat prints a gateway's: its bytes without leading zeros (`36:d1:f2:0:1:a`)."""
+    return ":".join(f"{int(byte, 16):x}" for byte in mac.split(":"))
+
+
+@dataclass(frozen=True, order=True)
+class _Row:
+    """One line of `netstat -rn`, with where the routing table's walk puts it."""
+
+    at: tuple[int, int]  # the destination's address (an IPv6 scope in it, as xnu keeps it), length
+    destination: str
+    gateway: str
+    flags: str
+    netif: str
+    expire: str = ""
+
+
+def _at(network: IPv4Network | IPv6Network, index: int) -> tuple[int, int]:
+    """xnu keeps a link-local's scope in the address's second 16 bits (fe80:4::...): the walk
+    lists each link's fe80:: rows together, in interface order."""
+    value = int(network.network_address)
+    if isinstance(network, IPv6Network) and network.network_address.is_link_local:
+        value |= index << 96
+    return value, network.prefixlen
+
+
+def _own_rows(iface: Iface, family: int, loopback: str) -> list[_Row]:
+    """The rows a Mac has for an interface's own addresses: IPv6 ones on lo0 (`UHL`, a
+    link-local `UHLI`, the interface's MAC or `link#N` as gateway), IPv4 ones as an
+    interface-scoped /32 (`UCS`, `!`), lo0's as a host route to itself (`UH`); lo0's
+    networks (`127`, `fe80::%lo0/64`) through its own address."""
+    rows = []
+    for address in iface.addresses:
+        ip = address.address
+        if ip.version != family:
+            continue
+        network = ip_network(f"{ip}/{address.prefixlen}", strict=False)
+        host = ip_network(ip)
+        if isinstance(ip, IPv6Address):
+            link_local = ip.is_link_local
+            shown = f"{ip}%{iface.name}" if link_local else str(ip)
+            if ip == IPv6Address("::1"):
+                gateway = shown
+            elif iface.kind != "loopback" and iface.mac:
+                gateway = _short_mac(iface.mac)
+            else:
+                gateway = f"link#{iface.index}"
+            flags = "UHLI" if link_local else "UHL"
+            rows.append(_Row(_at(host, iface.index), shown, gateway, flags, loopback))
+            if iface.kind == "loopback" and network.prefixlen < host.prefixlen:
+                shown_net = _netstat_destination(network, iface.name)
+                flags = "UcI" if link_local else "Uc"
+                rows.append(_Row(_at(network, iface.index), shown_net, shown, flags, loopback))
+        elif iface.kind == "loopback":
+            rows.append(_Row(_at(host, iface.index), str(ip), str(ip), "UH", loopback))
+            if network.prefixlen < host.prefixlen:
+                shown_net = _netstat_destination(network, iface.name)
+                rows.append(_Row(_at(network, iface.index), shown_net, str(ip), "UCS", loopback))
+        else:
+            at, link = _at(host, iface.index), f"link#{iface.index}"
+            rows.append(_Row(at, f"{ip}/32", link, "UCS", iface.name, "!"))
+    return rows
+
+
+def netstat(routes: Iterable[Route], family: int, ifaces: Iterable[Iface]) -> str:
+    """`netstat -rn -f inet` (4) or `-f inet6` (6): the routes, and the rows of the
+    interfaces' own addresses, in the routing table's order."""
     width = WIDTHS[family]
-
-    def row(destination: str, gateway: str, flags: str, netif: str, expire: str) -> str:
-        start = f"{destination:<{width}} {gateway:<{width}} "
-        return f"{start}{flags:<10.10} {netif:>14.14} {expire:>6}\n"
-
-    lines = ["Routing tables\n", "\n", "Internet:\n" if family == 4 else "Internet6:\n"]
-    lines.append(row("Destination", "Gateway", "Flags", "Netif", "Expire"))
+    every = list(ifaces)
+    indexes = {i.name: i.index for i in every}
+    loopback = next((i for i in every if i.kind == "loopback"), None)
+    lo0 = loopback.name if loopback is not None else "lo0"
+    rows = [row for iface in every for row in _own_rows(iface, family, lo0)]
+    # lo0's networks are printed from its addresses (above), not from the table's copy
+    through_own = {
+        ip_network(f"{a.address}/{a.prefixlen}", strict=False)
+        for a in (loopback.addresses if loopback is not None else ())
+    }
     for route in routes:
+        if route.interface == lo0 and route.gateway is None and route.destination in through_own:
+            continue
         gateway = route.gateway
         if gateway is None:
             shown = f"link#{indexes.get(route.interface, 0)}"
@@ -237,7 +338,16 @@ def netstat(routes: Iterable[Route], family: int, indexes: Mapping[str, int]) ->
         else:
             shown = str(gateway)
         destination = _netstat_destination(route.destination, route.interface)
-        lines.append(row(destination, shown, _route_flags(route), route.interface, ""))
+        at = _at(route.destination, indexes.get(route.interface, 0))
+        rows.append(_Row(at, destination, shown, _route_flags(route), route.interface))
+
+    def line(destination: str, gateway: str, flags: str, netif: str, expire: str) -> str:
+        start = f"{destination:<{width}} {gateway:<{width}} "
+        return f"{start}{flags:<10.10} {netif:>14.14} {expire:>6}\n"
+
+    lines = ["Routing tables\n", "\n", "Internet:\n" if family == 4 else "Internet6:\n"]
+    lines.append(line("Destination", "Gateway", "Flags", "Netif", "Expire"))
+    lines += [line(r.destination, r.gateway, r.flags, r.netif, r.expire) for r in sorted(rows)]
     return "".join(lines)
 
 
@@ -248,7 +358,7 @@ def hardware_ports(ports: Iterable[Port]) -> str:
         out += (
             f"Hardware Port: {port.name}\nDevice: {port.device}\nEthernet Address: {port.mac}\n\n"
         )
-    return out + "VLAN Configurations\n===================\n"
+    return out + "VLAN Configurations\n===================\n\n"
 
 
 def thunderbolt(buses: Iterable[Bus], machine: str, model: str = "Mac16,11") -> str:
@@ -259,18 +369,21 @@ def thunderbolt(buses: Iterable[Bus], machine: str, model: str = "Mac16,11") -> 
     for n, bus in sorted(enumerate(buses), key=lambda pair: -pair[0]):
         cabled = bus.far is not None
         idle = "Up to 120 Gb/s" if bus.speed_gbps > 40 else "Up to 40 Gb/s"
+        receptacle = {
+            "current_speed_key": f"{bus.speed_gbps} Gb/s" if cabled else idle,
+            "link_status_key": "0x2" if cabled else "0x100",
+            "receptacle_id_key": str(bus.receptacle),
+            "receptacle_status_key": "receptacle_connected"
+            if cabled
+            else "receptacle_no_devices_connected",
+        }
+        if cabled:  # every cabled receptacle of the real captures has it (an idle one rarely)
+            receptacle["micro_version_key"] = "0.0.0"
         entry: dict[str, object] = {
             "_name": f"thunderboltusb4_bus_{n}",
             "device_name_key": machine,
             "domain_uuid_key": bus.domain_uuid,
-            "receptacle_1_tag": {
-                "current_speed_key": f"{bus.speed_gbps} Gb/s" if cabled else idle,
-                "link_status_key": "0x2" if cabled else "0x100",
-                "receptacle_id_key": str(bus.receptacle),
-                "receptacle_status_key": "receptacle_connected"
-                if cabled
-                else "receptacle_no_devices_connected",
-            },
+            "receptacle_1_tag": receptacle,
             "route_string_key": "0",
             "switch_uid_key": f"0x05AC{bus.domain_uuid.replace('-', '')[:11].upper()}{n:X}",
             "vendor_name_key": "Apple Inc.",

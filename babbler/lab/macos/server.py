@@ -194,7 +194,7 @@ class NetlinkHost:
                 continue
             gateway = m.get_attr("RTA_GATEWAY")
             own = m["proto"] == RTPROT_KERNEL and destination.prefixlen == 128
-            if own:  # Linux's route to an address of its own: a Mac has none such
+            if own:  # Linux's route to an address of its own: listed as a Mac lists it
                 continue
             out.append(
                 Route(
