@@ -48,6 +48,41 @@ async def exited(pid: int, pidfd: int | None) -> None:
         await trio.sleep(POLL_INTERVAL)
 
 
+async def stop_stale(pid: int, ours: Callable[[], bool], say: Callable[[], None]) -> bool:
+    """Stop a process an earlier babblerd left (a babeld, a bench responder) while `ours()`
+    says `pid` still is it: checked once the process is held by a pidfd where the host has
+    them, so a pid reused meanwhile is never signalled. `say` logs it, once it is ours.
+    Returns whether it was stopped."""
+    try:
+        pidfd = pidfd_of(pid)
+    except ProcessLookupError:
+        return False
+    try:
+        if not ours():
+            return False
+        say()
+
+        def send(signum: int) -> None:
+            try:
+                if pidfd is None:
+                    os.kill(pid, signum)
+                else:
+                    signal.pidfd_send_signal(pidfd, signum)
+            except ProcessLookupError:
+                pass
+
+        async def gone(grace: float) -> bool:
+            with trio.move_on_after(grace):
+                await exited(pid, pidfd)
+            return not ours()
+
+        await stop_async(send, gone, STOP_GRACE)
+        return True
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
+
+
 class Child:
     """A running child of babblerd (forked by spawn.spawn): babeld, or the bench responder
     (`component` names it in the log). `pump_output` must run for its output to be logged

@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -25,15 +24,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import structlog
-import trio
 
 from babbler.core.addressing import node_address
 from babbler.core.backoff import Backoff
 from babbler.core.config import Config
-from babbler.daemon.children import exited, keep_running, pidfd_of
+from babbler.daemon.children import keep_running, stop_stale
 from babbler.daemon.ipv4 import Ipv4
 from babbler.daemon.nodeid import write_state_file
-from babbler.daemon.spawn import STOP_GRACE, nobody_can_run, spawn, stop_async
+from babbler.daemon.spawn import nobody_can_run, spawn
 from babbler.daemon.wakeup import Signal, rerun_on
 from babbler.host.system import LINUX_HOST
 
@@ -172,29 +170,8 @@ async def end_stale(private_dir: Path) -> int | None:
 
 
 async def _end(pid: int, line: str) -> int | None:
-    try:
-        pidfd = pidfd_of(pid)
-    except ProcessLookupError:
-        return None
-    try:
-        if _command_of(pid) != line:
-            return None
+    def say() -> None:
         log.warning("stopping a bench responder an earlier babblerd left", pid=pid)
 
-        def send(signum: int) -> None:
-            with contextlib.suppress(ProcessLookupError):
-                if pidfd is None:
-                    os.kill(pid, signum)
-                else:
-                    signal.pidfd_send_signal(pidfd, signum)
-
-        async def gone(grace: float) -> bool:
-            with trio.move_on_after(grace):
-                await exited(pid, pidfd)
-            return _command_of(pid) != line
-
-        await stop_async(send, gone, STOP_GRACE)
-        return pid
-    finally:
-        if pidfd is not None:
-            os.close(pidfd)
+    stopped = await stop_stale(pid, lambda: _command_of(pid) == line, say)
+    return pid if stopped else None

@@ -9,15 +9,13 @@ pid file, at the next start (launchd restarts at once).
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 from pathlib import Path
 
 import structlog
-import trio
 
-from babbler.daemon.children import exited, pidfd_of
-from babbler.daemon.spawn import STOP_GRACE, process_name, stop_async
+from babbler.daemon.children import stop_stale
+from babbler.daemon.spawn import process_name
 
 log = structlog.get_logger("babbler.babeld")
 
@@ -48,25 +46,13 @@ async def clear_stale(pid_file: Path, control_socket: Path) -> int | None:
     then remove the pid file and socket babeld would refuse to start with.
     Returns the pid that was stopped, if any."""
     pid = _read_pid(pid_file)
-    stopped = None
-    if pid > 0 and process_name(pid) == "babeld":
+
+    def say() -> None:
         log.warning("stopping stale babeld", pid=pid, pid_file=str(pid_file))
-        try:
-            pidfd = pidfd_of(pid)
-        except ProcessLookupError:
-            pass
-        else:
-            try:
 
-                async def gone(grace: float) -> bool:
-                    with trio.move_on_after(grace):
-                        await exited(pid, pidfd)
-                    return process_name(pid) != "babeld"
+    def ours() -> bool:
+        return process_name(pid) == "babeld"
 
-                await stop_async(functools.partial(os.kill, pid), gone, STOP_GRACE)
-            finally:
-                if pidfd is not None:
-                    os.close(pidfd)
-        stopped = pid
+    stopped = pid if pid > 0 and await stop_stale(pid, ours, say) else None
     _remove(pid_file, control_socket)
     return stopped
