@@ -119,7 +119,12 @@ def test_on_demand_mesh_runs_while_watched_and_stops_after_linger(make_lab: LabF
             watcher.close()
     until(lambda: all(lab.status(n)["mesh"] == "idle" for n in lab.nodes), what="idle again")
     assert not any(_alive(pid, "babeld") for pid in babeld)
-    assert mesh_addresses(lab, 1) == set() and mesh_addresses(lab, 2) == set()
+    # The mesh says idle once babeld is stopped; the pass that removes its addresses comes
+    # right after (demand.run_mesh: set_active(False)): seen once in CI in between.
+    until(
+        lambda: mesh_addresses(lab, 1) == set() and mesh_addresses(lab, 2) == set(),
+        what="the mesh's addresses removed after it went idle",
+    )
 
 
 def test_sighup_without_a_config_file_keeps_serving(make_lab: LabFactory) -> None:
