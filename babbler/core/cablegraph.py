@@ -54,6 +54,9 @@ class Host:
     node_address_v4: str | None
     reachable: bool
     me: bool = False
+    # RDMA over Thunderbolt ready for jaccl (macOS 26.2+, rdma_ctl enabled, a device on each
+    # Thunderbolt cable), from the node's status or node info `rdma`; None: not known.
+    rdma_ready: bool | None = None
 
 
 @dataclass
