@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from ipaddress import IPv4Address
 from typing import Any
 
+from babbler.core import rdma
 from babbler.core.cost import UNKNOWN_COST
 from babbler.core.printable import escape
 
@@ -55,7 +56,8 @@ class Host:
     reachable: bool
     me: bool = False
     # RDMA over Thunderbolt ready for jaccl (macOS 26.2+, rdma_ctl enabled, a device on each
-    # Thunderbolt cable), from the node's status or node info `rdma`; None: not known.
+    # Thunderbolt cable: core/rdma.py), from the node's `status.rdma` or node info `rdma`;
+    # None: not known (not a Mac, or not read yet).
     rdma_ready: bool | None = None
 
 
@@ -76,6 +78,7 @@ class CableGraph:
             _ipv4(status.get("node_address_v4")),
             reachable=True,
             me=True,
+            rdma_ready=rdma.ready(status.get("rdma")),
         )
         ends: list[tuple[End, IPv4Address, int]] = []
         ends += _ends(me, status.get("addresses_v4"), _costs(status.get("interfaces")))
@@ -90,6 +93,7 @@ class CableGraph:
                 str(node.get("node_address")),
                 _ipv4(node.get("node_address_v4")) if answered else None,
                 node.get("reachable") is True,
+                rdma_ready=rdma.ready(node.get("rdma")) if answered else None,
             )
             ends += _ends(ident, node.get("cables"), _costs(node.get("links")))
         graph._match(ends)

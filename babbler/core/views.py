@@ -47,6 +47,7 @@ class Facts:
     mtu: int | None = None  # --mtu (None: auto): what `max_mtu` offers (core/mtu.py)
     kernel_problem: str | None = None  # the kernel failed the last pass (core/kernelhealth.py)
     platform: str = "linux"  # what babblerd acts as (core/platform.py Platform.key)
+    rdma: dict[str, Any] | None = None  # macOS: RDMA readiness (core/rdma.py); None: Linux
 
 
 def addresses(facts: Facts) -> list[dict[str, str]]:
@@ -140,6 +141,7 @@ def status(facts: Facts) -> dict[str, Any]:
         "addresses_v4": facts.ipv4.get("addresses_v4", []),
         "kernel_problem": facts.kernel_problem,
         "platform": facts.platform,
+        "rdma": facts.rdma,
     }
     value["nodes"] = with_hops(value)
     return value

@@ -42,6 +42,7 @@ class Host:
 
     links: Callable[[], Mapping[str, Link]]  # as last read
     brought_up: Callable[[], Collection[str]]  # the links babblerd brought up, still up
+    rdma: Callable[[], dict[str, Any] | None] = lambda: None  # macOS: daemon/rdma.py's read
 
 
 class View:
@@ -155,6 +156,7 @@ class View:
             mtu=config.mtu,
             kernel_problem=self._kernel_health.problem,
             platform=config.platform.key,
+            rdma=self._host.rdma(),
         )
 
     def status(self, asker: object = None) -> dict[str, Any]:

@@ -394,6 +394,32 @@ def restart_node(name: str, node: str) -> None:
     _guard(go)
 
 
+@main.command("mac")
+@_named
+@click.argument("node")
+@click.option("--macos", metavar="VERSION", help="what its sw_vers says (26.2 by default)")
+@click.option(
+    "--rdma",
+    type=click.Choice(mac.RDMA_STATES),
+    help="its RDMA over Thunderbolt: enabled (the default), disabled, or no-devices "
+    "(enabled, and ibv_devices lists none)",
+)
+def mac_settings(name: str, node: str, macos: str | None, rdma: str | None) -> None:
+    """A macOS NODE's version and RDMA state, as its commands say them; babblerd reads
+    them when it starts or a link changes (after an update or `rdma_ctl enable` a Mac
+    restarts too: `babbler-lab restart NODE`)."""
+    _need_root()
+
+    def go() -> None:
+        target = Lab.load(name).node(node)
+        if not target.macos:
+            raise LabError(f"{target.name} is not a macOS node (babbler-lab up --platform)")
+        now = mac.set_mac(target, macos, rdma)
+        click.echo(f"lab {name}: {target.name} macOS {now['macos']}, RDMA {now['rdma']}")
+
+    _guard(go)
+
+
 def _cable_command(name: str, a: str, b: str, plugged: bool) -> None:
     _need_root()
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from babbler.client.model import Status
 from babbler.core.cablegraph import CableGraph
 from babbler.core.printable import escape
+from babbler.ui import rdma_doctor
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 KEY_HINT = "a different mesh key, or no babblerd at the far end (babblerctl doctor there)"
@@ -365,9 +366,16 @@ def host(facts: Facts) -> Iterable[Check]:
         )
 
 
+def rdma(facts: Facts) -> Iterable[Check]:
+    """Every Mac of the mesh ready for jaccl or not, and a jaccl hostfile (ui/rdma_doctor.py)."""
+    if facts.status is not None:
+        raw = facts.status.raw
+        yield from (Check(*line) for line in [*rdma_doctor.macs(raw), *rdma_doctor.jaccl(raw)])
+
+
 def checks(facts: Facts) -> list[Check]:
     out: list[Check] = []
-    for part in (daemon, kernel, links, mtu, ipv4, kernel_linux, kernel_mac, host):
+    for part in (daemon, kernel, links, mtu, ipv4, kernel_linux, kernel_mac, rdma, host):
         out.extend(part(facts))
     return out
 

@@ -20,9 +20,12 @@ from hypothesis import strategies as st
 from babbler.core import darwin_output as parse
 from babbler.core.ipv4 import DEFAULT_PREFIX, clash
 from babbler.lab.macos import shims
-from babbler.lab.macos.commands import USAGE, Answer, answer
+from babbler.lab.macos.commands import USAGE, Answer, Rdma, answer
 from babbler.lab.macos.output import Address, Bus, Iface, Port, Route
 from babbler.lab.macos.server import open_server
+
+
+TB_DEVICES = (("rdma_en2", "e0c5797d9c8fac05"), ("rdma_en3", "e1c5797d9c8fac05"))
 
 
 @dataclass
@@ -33,6 +36,7 @@ class MemoryHost:
     table: list[Route] = field(default_factory=list)
     settings: dict[str, str] = field(default_factory=dict)
     done: list[tuple[object, ...]] = field(default_factory=list)
+    mac: Rdma = field(default_factory=lambda: Rdma("26.2", "enabled", TB_DEVICES))
 
     def ifaces(self) -> list[Iface]:
         return self.links
@@ -81,6 +85,9 @@ class MemoryHost:
 
     def machine(self) -> str:
         return "Mac n1"
+
+    def rdma(self) -> Rdma:
+        return self.mac
 
 
 LO0 = Iface("lo0", 1, True, True, 16384, kind="loopback", addresses=(

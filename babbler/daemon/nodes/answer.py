@@ -59,6 +59,7 @@ def answer(
         "info": dict(fields),
         "node_address_v4": facts.ipv4.get("node_address_v4"),
         "cables": facts.ipv4.get("addresses_v4", []),  # interface, address, peer
+        "rdma": facts.rdma,  # RDMA over Thunderbolt readiness (core/rdma.py); None: Linux
     }
 
 

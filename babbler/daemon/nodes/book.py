@@ -273,6 +273,7 @@ class NodeBook:
                         for n in _neighbours(known.info)
                     ],
                     "cables": _cables(known.info),
+                    "rdma": info.get("rdma"),  # checked (nodes/checked.py); None: Linux
                     "links": [
                         {k: i.get(k) for k in LINK_KEYS}
                         for i in info.get("interfaces") or []

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from ipaddress import IPv4Address, IPv6Address
 from typing import Any
 
-from babbler.core import printable
+from babbler.core import printable, rdma
 from babbler.core.config import MAX_NAME
 from babbler.core.cost import MAX_OVERRIDE
 from babbler.core.mtu import MAX_MTU
@@ -49,6 +49,8 @@ MAX_TEXT = 64  # a version, a link's kind: short words
 MAX_UPTIME = 100 * 365 * 86400  # seconds: a century, any machine's uptime
 MAX_SPEED = 10_000_000  # Mb/s: 10 Tb/s, above any link there is
 MAX_KEY = 64  # an [info] key, as config.py allows it
+MAX_VERSION = 11  # a macOS version: 26.2, 100.100.100
+MAX_RDMA_ITEMS = 64  # RDMA devices or Thunderbolt cables of one Mac (a Mac Studio has 6 ports)
 
 Info = dict[str, Any]  # the checked answer: every key of `check`, with its documented type
 
@@ -123,6 +125,7 @@ def check(value: object) -> Info:
         "info": _info(top.get("info")),
         "node_address_v4": _address(IPv4Address, top.get("node_address_v4"), "node_address_v4"),
         "cables": _items(top.get("cables"), "cables", _cable),
+        "rdma": _rdma(top.get("rdma")),
     }
     if _boolean(top.get("truncated"), "truncated"):
         out["truncated"] = True
@@ -161,6 +164,54 @@ def _cable(item: dict[str, Any], at: str) -> Info:
     if missing:
         raise BadInfo(f"{at}.{missing[0]}: missing")
     return out
+
+
+def _rdma(value: object) -> Info | None:
+    """RDMA over Thunderbolt readiness (core/rdma.py), null from a Linux node or an older
+    version: every field typed and bounded, names as `ibv_devices` and ifconfig give them."""
+    if value is None:
+        return None
+    top = _object(value, "rdma")
+    ready = top.get("ready")
+    if not isinstance(ready, bool):
+        raise BadInfo(f"rdma.ready: expected a boolean, got {_kind(ready)}")
+    version = _text(top.get("macos"), "rdma.macos", MAX_VERSION)
+    if version is not None and not rdma.VERSION.match(version):
+        raise BadInfo("rdma.macos: not a macOS version (26.2)")
+    for key in ("devices", "cables"):
+        listed = top.get(key)
+        if isinstance(listed, list) and len(listed) > MAX_RDMA_ITEMS:
+            raise BadInfo(f"rdma.{key}: more than {MAX_RDMA_ITEMS} items")
+    devices = top.get("devices")
+    if devices is not None and not isinstance(devices, list):
+        raise BadInfo(f"rdma.devices: expected a list, got {_kind(devices)}")
+    return {
+        "ready": ready,
+        "macos": version,
+        "rdma_ctl": _text(top.get("rdma_ctl"), "rdma.rdma_ctl", MAX_TEXT),
+        "devices": [_device(d, f"rdma.devices[{i}]") for i, d in enumerate(devices or [])],
+        "cables": _items(top.get("cables"), "rdma.cables", _rdma_cable),
+    }
+
+
+def _rdma_cable(item: dict[str, Any], at: str) -> Info:
+    interface = _interface(item.get("interface"), f"{at}.interface")
+    if interface is None:
+        raise BadInfo(f"{at}.interface: missing")
+    generation = _number(item.get("thunderbolt"), f"{at}.thunderbolt", 1, 99)
+    device = item.get("device")
+    return {
+        "interface": interface,
+        "speed_gbps": _number(item.get("speed_gbps"), f"{at}.speed_gbps", 0, 10_000, False),
+        "thunderbolt": generation,
+        "device": None if device is None else _device(device, f"{at}.device"),
+    }
+
+
+def _device(value: object, at: str) -> str:
+    if not isinstance(value, str) or not rdma.DEVICE.match(value):
+        raise BadInfo(f"{at}: expected an RDMA device name (rdma_en2), got {_kind(value)}")
+    return value
 
 
 def _info(value: object) -> dict[str, str | int | float | bool]:

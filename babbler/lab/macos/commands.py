@@ -18,6 +18,18 @@ from typing import Protocol
 from babbler.lab.macos import output
 from babbler.lab.macos.output import Address, Bus, Iface, Port, Route
 
+MINIMUM_RDMA_MACOS = (26, 2)  # RDMA over Thunderbolt came with macOS 26.2 (TN3205)
+
+
+@dataclass(frozen=True)
+class Rdma:
+    """The Mac's macOS version and RDMA over Thunderbolt state (`macos.json`)."""
+
+    macos: str  # "26.2"
+    state: str  # "enabled", "disabled", or "no-devices" (enabled, yet ibv_devices lists none)
+    devices: tuple[tuple[str, str], ...] = ()  # a device per Thunderbolt port: (name, GUID)
+
+
 USAGE = 64  # EX_USAGE: a command line the lab does not answer
 FIREWALL = "/usr/libexec/ApplicationFirewall/socketfilterfw"
 INET6_ENDS = (["add"], ["delete"], ["pltime", "0", "add"])  # what follows `inet6 A/N`
@@ -38,6 +50,9 @@ ALLOWED = (
     "networksetup -setnetworkserviceenabled SERVICE on|off",
     "system_profiler SPThunderboltDataType -json",
     "socketfilterfw --getglobalstate|--getblockall",
+    "sw_vers -productVersion",
+    "rdma_ctl status",
+    "ibv_devices",
 )
 
 
@@ -68,6 +83,7 @@ class Host(Protocol):
     def ports(self) -> list[Port]: ...
     def buses(self) -> list[Bus]: ...
     def machine(self) -> str: ...
+    def rdma(self) -> Rdma: ...
 
 
 @dataclass(frozen=True)
@@ -247,6 +263,35 @@ def socketfilterfw(host: Host, args: list[str]) -> str:
     raise _refuse("socketfilterfw", args)
 
 
+def sw_vers(host: Host, args: list[str]) -> str:
+    if args != ["-productVersion"]:
+        raise _refuse("sw_vers", args)
+    return host.rdma().macos + "\n"
+
+
+def _rdma_macos(host: Host, program: str) -> Rdma:
+    """The state, where macOS has RDMA over Thunderbolt: before 26.2 there is no such
+    command (the lab says so as a shell would)."""
+    state = host.rdma()
+    if tuple(int(p) for p in state.macos.split(".")) < MINIMUM_RDMA_MACOS:
+        raise Failed(f"{program}: command not found", 127)
+    return state
+
+
+def rdma_ctl(host: Host, args: list[str]) -> str:
+    # `enable` and `disable` work only in macOS Recovery (TN3205): not answered here
+    if args != ["status"]:
+        raise _refuse("rdma_ctl", args)
+    return output.rdma_ctl_status(_rdma_macos(host, "rdma_ctl").state != "disabled")
+
+
+def ibv_devices(host: Host, args: list[str]) -> str:
+    if args:
+        raise _refuse("ibv_devices", args)
+    state = _rdma_macos(host, "ibv_devices")
+    return output.ibv_devices(state.devices if state.state == "enabled" else ())
+
+
 HANDLERS = {
     "ifconfig": ifconfig,
     "netstat": netstat,
@@ -255,5 +300,8 @@ HANDLERS = {
     "networksetup": networksetup,
     "system_profiler": system_profiler,
     "socketfilterfw": socketfilterfw,
+    "sw_vers": sw_vers,
+    "rdma_ctl": rdma_ctl,
+    "ibv_devices": ibv_devices,
 }
 PROGRAMS = tuple(HANDLERS)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import uuid
 from collections.abc import Mapping
@@ -25,6 +26,8 @@ LOOPBACK_LINK_LOCAL = "fe80::1/64"  # every Mac's lo0 has it (`inet6 fe80::1%lo0
 SERVER_WAIT = 15.0  # its start (Python and pyroute2) on a loaded 2-core machine: < 1 s
 SERVER = "babbler.lab.macos.server"
 SITE = Path(__file__).parent / "site"  # netifaces as on a Mac (site/netifaces.py)
+MACOS = "26.2"  # a lab Mac's version: the first with RDMA over Thunderbolt
+RDMA_STATES = ("enabled", "disabled", "no-devices")  # no-devices: enabled, none listed
 
 
 def port_name(node: Node, link: str) -> str:
@@ -82,8 +85,33 @@ def describe(lab: str, node: Node, far: Mapping[str, Node], speed: int) -> None:
                 "far_name": f"Mac {other.name}" if other is not None else "Mac",
             }
         )
-    text = json.dumps({"machine": f"Mac {node.name}", "ports": ports, "buses": buses}, indent=1)
-    files.write_file(Path(node.base) / DESCRIPTION, text)
+    described = {"machine": f"Mac {node.name}", "ports": ports, "buses": buses, **_mac(node)}
+    files.write_file(Path(node.base) / DESCRIPTION, json.dumps(described, indent=1))
+
+
+def _mac(node: Node) -> dict[str, str]:
+    """The node's macOS version and RDMA state as described, else a Mac ready for jaccl
+    (26.2, enabled; with `--thunderbolt 5` cables)."""
+    try:
+        told = json.loads((Path(node.base) / DESCRIPTION).read_text())
+    except (OSError, ValueError):
+        told = {}
+    return {"macos": told.get("macos", MACOS), "rdma": told.get("rdma", "enabled")}
+
+
+def set_mac(node: Node, macos: str | None = None, rdma: str | None = None) -> dict[str, str]:
+    """Change what the node's `sw_vers` and `rdma_ctl status`/`ibv_devices` say (as after
+    an update, or `rdma_ctl enable` in Recovery): the commands answer so at once; babblerd
+    reads them when a link changes or it starts. Returns the node's settings now."""
+    if rdma is not None and rdma not in RDMA_STATES:
+        raise LabError(f"--rdma {rdma}: one of {', '.join(RDMA_STATES)}")
+    if macos is not None and not re.fullmatch(r"\d{1,3}(\.\d{1,3}){0,2}", macos):
+        raise LabError(f"--macos {macos}: a version such as 26.2")
+    path = Path(node.base) / DESCRIPTION
+    described = json.loads(path.read_text())
+    described.update({k: v for k, v in (("macos", macos), ("rdma", rdma)) if v is not None})
+    files.write_file(path, json.dumps(described, indent=1))
+    return _mac(node)
 
 
 def environment(node: Node) -> dict[str, str]:

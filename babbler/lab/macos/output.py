@@ -422,3 +422,16 @@ def sysctl_set(name: str, before: str, after: str) -> str:
 
 FIREWALL_OFF = "Firewall is disabled. (State = 0)\n"  # --getglobalstate, macOS 13 to 26
 BLOCK_ALL_OFF = "Firewall has block all state set to disabled.\n"  # --getblockall, 14 and later
+
+
+# RDMA over Thunderbolt (docs/macos.md, "Where the formats come from"): `rdma_ctl status`
+# prints one word (mlx #3777), `sw_vers -productVersion` the version, and `ibv_devices`
+# rdma-core's table (ibv_devices.c: a tab after each 16-wide name; TN3205, macOS 26.2).
+def rdma_ctl_status(enabled: bool) -> str:
+    return "enabled\n" if enabled else "disabled\n"
+
+
+def ibv_devices(devices: Iterable[tuple[str, str]]) -> str:
+    """`ibv_devices`: (name, node GUID as 16 hex digits) each; the header alone when none."""
+    out = f"    {'device':<16}\t   node GUID\n    {'------':<16}\t{'-' * 16}\n"
+    return out + "".join(f"    {name:<16}\t{guid}\n" for name, guid in devices)

@@ -17,6 +17,7 @@ ports and its Thunderbolt buses (their far ends' domains).
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import socket
 import socketserver
@@ -32,12 +33,13 @@ from typing import Any
 
 from pyroute2 import IPRoute
 
-from babbler.lab.macos.commands import Answer, Failed, Host, answer
+from babbler.lab.macos.commands import Answer, Failed, Host, Rdma, answer
 from babbler.lab.macos.output import Address, Bus, Iface, Port, Route
 from babbler.lab.netns import PULLED
 
 PORT = 6690  # on the namespace's loopback; babblerd's own ports are 6696-6699
 DESCRIPTION = "macos.json"
+THUNDERBOLT = re.compile(r"^Thunderbolt \d+$")  # a port, not "Thunderbolt Bridge"
 MAX_REQUEST = 1 << 16
 # Requests served at once, by threads kept for the next (a thread started per command cost
 # more than the answer: ~0.25 ms of ~0.7); babblerd runs one command at a time, doctor a few
@@ -65,11 +67,14 @@ class Description:
     machine: str
     ports: list[tuple[str, str]]  # (port name, device)
     buses: list[dict[str, Any]]  # {"device", "receptacle", "speed_gbps", "domain", "far"}
+    macos: str = "26.2"  # its version (`sw_vers`)
+    rdma: str = "enabled"  # RDMA over Thunderbolt: enabled, disabled, no-devices
 
     @classmethod
     def read(cls, path: Path) -> Description:
         data = json.loads(path.read_text())
-        return cls(data["machine"], [tuple(p) for p in data["ports"]], data["buses"])
+        ports, buses = [tuple(p) for p in data["ports"]], data["buses"]
+        return cls(data["machine"], ports, buses, data["macos"], data["rdma"])
 
 
 # RTMGRP_LINK, RTMGRP_IPV4_IFADDR, RTMGRP_IPV4_ROUTE, RTMGRP_IPV6_IFADDR, RTMGRP_IPV6_ROUTE,
@@ -311,6 +316,18 @@ class NetlinkHost:
 
     def machine(self) -> str:
         return self._description().machine
+
+    def rdma(self) -> Rdma:
+        """A device per Thunderbolt port, cabled or not (TN3205's Mac mini lists all three),
+        its GUID from the port's bus (TN3205's differ in their first byte)."""
+        told = self._description()
+        domains = {b["device"]: b["domain"].replace("-", "").lower() for b in told.buses}
+        ports = [device for name, device in told.ports if THUNDERBOLT.match(name)]
+        devices = tuple(
+            (f"rdma_{device}", f"{0xE0 + i:02x}{domains.get(device, '0' * 14)[:14]}")
+            for i, device in enumerate(ports)
+        )
+        return Rdma(told.macos, told.rdma, devices)
 
 
 def eui64_link_local(mac: str) -> IPv6Address:
