@@ -21,6 +21,7 @@ from babbler.core.config import Config, down_hold, reloaded
 from babbler.core.errors import ConfigError
 from babbler.core.kernelhealth import RETRY_CAP, RETRY_FIRST, KernelHealth
 from babbler.core.meshkey import MeshKey
+from babbler.core.platform import MACOS
 from babbler.core.table import Applied
 from babbler.daemon import responder
 from babbler.daemon.demand import Cables, Demand, run_mesh, say_lonely_links
@@ -37,6 +38,8 @@ from babbler.daemon.mesh import Fact, Mesh, MeshHost, MeshTunables
 from babbler.daemon.moves import Followers, Moves
 from babbler.daemon.nodeid import NodeId
 from babbler.daemon.nodes.service import NodeService
+from babbler.daemon.rdma import Readiness
+from babbler.daemon.rdma import Reads as RdmaReads
 from babbler.daemon.reconcile import MeshReads, Reconcile
 from babbler.daemon.server import PublicSocket
 from babbler.daemon.view import Host, View
@@ -149,6 +152,13 @@ class Daemon:
             tunables.mesh,
         )
         self.mesh.set_watched(False)
+        self.rdma = Readiness(
+            RdmaReads(
+                macos=config.platform is MACOS,
+                links=lambda: self.reconcile.links,
+                links_changed=self.reconcile.links_changed,
+            )
+        )
         self.view = View(
             lambda: self.config,
             key is not None,
@@ -158,7 +168,11 @@ class Daemon:
             self.ipv4,
             self.nodes.view,
             kernel_health,
-            Host(links=lambda: self.reconcile.links, brought_up=lambda: self.host.brought_up),
+            Host(
+                links=lambda: self.reconcile.links,
+                brought_up=lambda: self.host.brought_up,
+                rdma=lambda: self.rdma.value,
+            ),
             early,
         )
         self.responder = responder.Place(
@@ -239,6 +253,7 @@ class Daemon:
                 nursery.start_soon(self.ipv4.follow_clashes, reconcile.refresh)
                 nursery.start_soon(run_mesh, self.demand, reconcile.set_active, self._run_with_mesh)
                 nursery.start_soon(self.moves.follow_collisions)
+                nursery.start_soon(self.rdma.follow)
                 await nursery.start(public.serve, self.hub, self.view)
                 task_status.started()
         finally:
