@@ -28,13 +28,14 @@ from babbler.core import darwin_output as darwin
 
 MINIMUM_MACOS = (26, 2)  # TN3205: "available starting with macOS 26.2"
 THUNDERBOLT5_GBPS = 80  # a Thunderbolt 5 link; Thunderbolt 4 (and USB4 at its speed) is 40
-# The commands babblerd runs for it, each a read (nothing here changes the Mac)
+# The commands babblerd runs for it, each a read (nothing here changes the Mac), by the
+# argument of `read` that takes each one's output
 COMMANDS = {
-    "sw_vers": ("sw_vers", "-productVersion"),
-    "rdma_ctl": ("rdma_ctl", "status"),
-    "ibv_devices": ("ibv_devices",),
-    "networksetup": ("networksetup", "-listallhardwareports"),
-    "system_profiler": ("system_profiler", "SPThunderboltDataType", "-json"),
+    "version_text": ("sw_vers", "-productVersion"),
+    "rdma_ctl_text": ("rdma_ctl", "status"),
+    "devices_text": ("ibv_devices",),
+    "profile_json": ("system_profiler", "SPThunderboltDataType", "-json"),
+    "ports_text": ("networksetup", "-listallhardwareports"),
 }
 VERSION = re.compile(r"^\d{1,3}(?:\.\d{1,3}){0,2}$")
 SPEED = re.compile(r"^(\d{1,4}(?:\.\d+)?) Gb/s$")  # a live link; an idle port says "Up to ..."

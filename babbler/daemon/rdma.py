@@ -60,8 +60,7 @@ class Readiness:
 
     async def read(self) -> None:
         """Run the commands and keep what they say; log a change of readiness."""
-        outputs = [await self._output(name) for name in rdma.COMMANDS]
-        value = rdma.read(*outputs)
+        value = rdma.read(**{name: await self._output(name) for name in rdma.COMMANDS})
         self.reads += 1
         if value != self.value:
             said = [p.what for p in rdma.problems(value)]
