@@ -15,6 +15,7 @@ import trio.testing
 
 from babbler.core.errors import KernelError
 from babbler.core.links import Link
+from babbler.core.rdma import COMMANDS
 from babbler.daemon import rdma as room
 from babbler.daemon.wakeup import Signal
 
@@ -55,7 +56,7 @@ async def test_read_at_start_on_a_cable_change_and_slowly_never_for_addresses(
     async with trio.open_nursery() as nursery:
         nursery.start_soon(readiness.follow)
         await trio.sleep(1)
-        assert readiness.reads == 1 and len(mac.ran) == len(room.rdma.COMMANDS)
+        assert readiness.reads == 1 and len(mac.ran) == len(COMMANDS)
         value = readiness.value
         assert value is not None and value["rdma_ctl"] == "disabled" and not value["ready"]
         assert [c["interface"] for c in value["cables"]] == ["en4"]  # each output in its place
