@@ -80,6 +80,26 @@ links = st.from_regex(r"[A-Za-z0-9_.-]{1,15}", fullmatch=True).filter(
 v4 = st.ip_addresses(v=4).map(str)
 v6 = st.ip_addresses(v=6).map(str)
 sizes = st.none() | st.integers(0, 65535)
+devices = st.from_regex(r"rdma_[A-Za-z0-9_.-]{1,15}", fullmatch=True)
+rdma = st.none() | st.fixed_dictionaries(  # a Mac's (core/rdma.py), as checked.py takes it
+    {
+        "ready": st.booleans(),
+        "macos": st.none() | st.from_regex(r"[0-9]{1,3}(\.[0-9]{1,3}){0,2}", fullmatch=True),
+        "rdma_ctl": st.none() | printable_text.filter(bool),
+        "devices": st.lists(devices, max_size=3),
+        "cables": st.lists(
+            st.fixed_dictionaries(
+                {
+                    "interface": links,
+                    "speed_gbps": st.none() | st.integers(0, 10_000) | st.floats(0, 10_000),
+                    "thunderbolt": st.none() | st.integers(1, 99),
+                    "device": st.none() | devices,
+                }
+            ),
+            max_size=3,
+        ),
+    }
+)
 valid = st.fixed_dictionaries(
     {
         "name": printable_text.filter(bool) | st.none(),
@@ -117,12 +137,14 @@ valid = st.fixed_dictionaries(
         "cables": st.lists(
             st.fixed_dictionaries({"interface": links, "address": v4, "peer": v4}), max_size=4
         ),
+        "rdma": rdma,
     }
 )
 # Where a corruption goes: a top-level key, or a field of a list's first item.
 PLACES = [
     *[(key,) for key in ("node_id", "name", "version", "uptime_s", "node_address", "info")],
     *[(key,) for key in ("node_address_v4", "interfaces", "neighbours", "cables", "truncated")],
+    ("rdma",),
     ("interfaces", "name"), ("interfaces", "cost"), ("interfaces", "max_mtu"),
     ("neighbours", "node_id"), ("neighbours", "address"), ("cables", "peer"), ("info", "role"),
 ]  # fmt: skip
