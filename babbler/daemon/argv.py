@@ -16,6 +16,8 @@ from pathlib import Path
 from babbler.core.config import BY_KEY
 
 CONFIG_FLAG = "--config"
+# babblerd's subcommands (babbler/service/command.py), routed before anything else is read.
+SUBCOMMANDS = ("install-system-daemon", "uninstall-system-daemon", "system-daemon-status")
 
 
 Flags = dict[str, str | bool | tuple[str, ...]]

@@ -80,7 +80,12 @@ COMPLETION_VARIABLE = "_BABBLERD_COMPLETE"
 
 
 def run() -> None:
-    """The `babblerd` program: a plain command line is read here, anything else by click."""
+    """The `babblerd` program: a plain command line is read here, anything else by click;
+    a subcommand (install-system-daemon, ...) by babbler/service/command.py."""
+    if sys.argv[1:2] and sys.argv[1] in argv.SUBCOMMANDS:
+        from babbler.service.command import run as run_subcommand  # never the daemon
+
+        run_subcommand(sys.argv[1:])
     parsed = None if COMPLETION_VARIABLE in os.environ else argv.parse(sys.argv[1:])
     if parsed is None:
         from babbler.daemon.cli_command import parse  # help, version, completion, errors

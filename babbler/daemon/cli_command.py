@@ -24,6 +24,8 @@ Examples:
   sudo babblerd --key-file /etc/babbler/mesh.key   only nodes with this key are neighbours
   sudo babblerd --interface 'veth*'      exactly these links, whatever their kind
 Every flag has a key of the same name in the config file (TOML), e.g. hello-interval = 0.5.
+As a service: sudo babblerd install-system-daemon [--key-file F] [flags...];
+uninstall-system-daemon [--purge]; system-daemon-status [--json] (each takes --help).
 Signals: SIGTERM/SIGINT stop (babeld stopped, addresses removed); SIGHUP reloads the file.
 """
 
