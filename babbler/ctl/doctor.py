@@ -17,6 +17,7 @@ from pathlib import Path
 from babbler.client import Client
 from babbler.client.model import Status
 from babbler.core import darwin_output as darwin
+from babbler.core import rdma
 from babbler.core.errors import BabblerError
 from babbler.core.fence import ours
 from babbler.core.links import Link
@@ -28,6 +29,8 @@ from babbler.ui.doctor import Facts, LinkFacts, LinuxFacts, MacFacts
 Run = Callable[[Sequence[str]], str]  # a command's output; raises OSError if it cannot run
 SYS_NET = Path("/sys/class/net")
 FIREWALL = "/usr/libexec/ApplicationFirewall/socketfilterfw"
+# RDMA over Thunderbolt's own commands (core/rdma.py); the ports and the profile are read above
+RDMA_OWN = ("version_text", "rdma_ctl_text", "devices_text")
 
 
 def run_command(args: Sequence[str]) -> str:
@@ -138,7 +141,8 @@ def _try(run: Run, args: Sequence[str]) -> str | None:
 
 
 def mac_facts(run: Run) -> tuple[tuple[LinkFacts, ...], MacFacts]:
-    ports = darwin.hardware_ports(_try(run, ["networksetup", "-listallhardwareports"]) or "")
+    ports_text = _try(run, ["networksetup", "-listallhardwareports"])
+    ports = darwin.hardware_ports(ports_text or "")
     states = darwin.ifconfig_states(_try(run, ["ifconfig"]) or "")
     links = []
     for name, state in sorted(states.items()):
@@ -166,11 +170,13 @@ def mac_facts(run: Run) -> tuple[tuple[LinkFacts, ...], MacFacts]:
     global_state = _try(run, [FIREWALL, "--getglobalstate"])
     block_all = _try(run, [FIREWALL, "--getblockall"]) or ""
     thunderbolt = {d for d, port in ports.items() if darwin.is_thunderbolt_port(port)}
+    said = {name: _try(run, args) for name, args in rdma.COMMANDS.items() if name in RDMA_OWN}
     return tuple(links), MacFacts(
         bridges=bridges,
         thunderbolt=thunderbolt,
         cabled_ports=darwin.thunderbolt_cables(profile, ports) if profile is not None else None,
         firewall=darwin.firewall_state(global_state, block_all) if global_state else None,
+        rdma=rdma.read(**said, profile_json=profile, ports_text=ports_text),
     )
 
 

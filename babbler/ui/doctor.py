@@ -9,8 +9,9 @@ guessing.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from babbler.client.model import Status
 from babbler.core.cablegraph import CableGraph
@@ -58,6 +59,7 @@ class MacFacts:
     thunderbolt: set[str]  # the devices of the Thunderbolt ports (networksetup)
     cabled_ports: dict[str, bool] | None  # Thunderbolt port device -> another machine at its end
     firewall: str | None  # "on", "off", "block-all"; None: could not read
+    rdma: dict[str, Any] | None = None  # this Mac's RDMA readiness, read here (core/rdma.py)
 
 
 @dataclass(frozen=True)
@@ -367,10 +369,13 @@ def host(facts: Facts) -> Iterable[Check]:
 
 
 def rdma(facts: Facts) -> Iterable[Check]:
-    """Every Mac of the mesh ready for jaccl or not, and a jaccl hostfile (ui/rdma_doctor.py)."""
-    if facts.status is not None:
-        raw = facts.status.raw
-        yield from (Check(*line) for line in [*rdma_doctor.macs(raw), *rdma_doctor.jaccl(raw)])
+    """Every Mac of the mesh ready for jaccl or not, and a jaccl hostfile (ui/rdma_doctor.py):
+    from babblerd's status; this Mac's from its own commands when babblerd does not say."""
+    raw: Mapping[str, Any] = facts.status.raw if facts.status is not None else {"node_id": ""}
+    here = facts.mac.rdma if facts.mac is not None else None
+    if raw.get("rdma") is None and here is not None:
+        raw = {**raw, "rdma": here, "name": raw.get("name") or "this Mac"}
+    yield from (Check(*line) for line in [*rdma_doctor.macs(raw), *rdma_doctor.jaccl(raw)])
 
 
 def checks(facts: Facts) -> list[Check]:

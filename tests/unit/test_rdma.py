@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from hypothesis import strategies as st
 
 from babbler.core import rdma
 from babbler.core.cablegraph import CableGraph
+from babbler.ctl import doctor as gathering
 from babbler.daemon.nodes import checked
 from babbler.lab.macos import output
 from babbler.lab.macos.commands import USAGE, Rdma, answer
@@ -265,3 +267,25 @@ def test_the_lab_mac_answers_as_a_mac_and_refuses_what_needs_recovery() -> None:
     older = answer(host, "rdma_ctl", ["status"])
     assert older.code == 127 and "command not found" in older.err
     assert answer(host, "sw_vers", []).code == USAGE
+
+
+def test_without_babblerd_the_doctor_reads_this_mac_itself() -> None:
+    outputs = {
+        ("sw_vers", "-productVersion"): "26.1\n",
+        ("rdma_ctl", "status"): "disabled\n",
+        ("networksetup", "-listallhardwareports"): PORTS,
+        ("system_profiler", "SPThunderboltDataType", "-json"): PROFILE,
+    }
+
+    def run(args: Sequence[str]) -> str:
+        if tuple(args) not in outputs:
+            raise OSError(f"{args[0]}: not found")  # ibv_devices: none before 26.2
+        return outputs[tuple(args)]
+
+    links, facts = gathering.mac_facts(run)
+    found = {c.check: c for c in checks(Facts("macOS", True, "sock", None, links=links, mac=facts))}
+    here = found["rdma this Mac"]
+    assert (
+        here.status == WARN and "macOS 26.1" in here.saw and "rdma_ctl status: disabled" in here.saw
+    )
+    assert here.do.startswith("on this Mac: update macOS")
