@@ -146,9 +146,10 @@ def problems(rdma: dict[str, Any]) -> list[Problem]:
     """Why jaccl cannot run on the Mac this value describes, worst first (none: ready)."""
     out: list[Problem] = []
     version = rdma.get("macos")
+    old = version is not None and version_tuple(version) < MINIMUM_MACOS
     if version is None:
         out.append(Problem("its macOS version is not known", "check sw_vers -productVersion"))
-    elif version_tuple(version) < MINIMUM_MACOS:
+    elif old:
         out.append(
             Problem(
                 f"macOS {version}: RDMA over Thunderbolt needs 26.2 or later",
@@ -156,7 +157,7 @@ def problems(rdma: dict[str, Any]) -> list[Problem]:
             )
         )
     state = rdma.get("rdma_ctl")
-    if state != "enabled":
+    if state != "enabled" and not old:  # before 26.2 there is no rdma_ctl to run
         said = "disabled" if state == "disabled" else "not known (no rdma_ctl answer)"
         out.append(Problem(f"rdma_ctl status: {said}", RECOVERY))
     cables = rdma.get("cables") or []
