@@ -21,6 +21,7 @@ from babbler.ctl import doctor as gathering
 from babbler.daemon.nodes import checked
 from babbler.lab.macos import output
 from babbler.lab.macos.commands import USAGE, Rdma, answer
+from babbler.lab.macos.server import Description
 from babbler.ui.doctor import OK, WARN, Check, Facts, checks, failed
 from tests.unit.samples import typed
 from tests.unit.test_macos_lab import TB_DEVICES, MemoryHost
@@ -289,3 +290,12 @@ def test_without_babblerd_the_doctor_reads_this_mac_itself() -> None:
     here = found["rdma this Mac"]
     assert here.status == WARN and "macOS 26.1: RDMA over Thunderbolt needs 26.2" in here.saw
     assert here.do.startswith("on this Mac: update macOS")
+
+
+def test_a_lab_mac_described_before_rdma_is_a_ready_26_2(tmp_path: Path) -> None:
+    described = {"machine": "Mac n1", "ports": [["Thunderbolt 1", "en2"]], "buses": []}
+    (tmp_path / "macos.json").write_text(json.dumps(described))
+    told = Description.read(tmp_path / "macos.json")
+    assert (told.macos, told.rdma) == ("26.2", "enabled")
+    (tmp_path / "macos.json").write_text(json.dumps({**described, "rdma": "disabled"}))
+    assert Description.read(tmp_path / "macos.json").rdma == "disabled"
