@@ -428,7 +428,7 @@ def test_a_command_line_the_lab_does_not_know_fails_never_an_empty_success(line:
 
 
 def test_a_program_the_lab_does_not_have_is_not_found() -> None:
-    assert answer(MemoryHost(), "launchctl", ["list"]).code == 127
+    assert answer(MemoryHost(), "pfctl", ["-s", "info"]).code == 127
 
 
 # -- the commands on a node's PATH: bash shims that ask the node's server -----------------------

@@ -304,4 +304,4 @@ HANDLERS = {
     "rdma_ctl": rdma_ctl,
     "ibv_devices": ibv_devices,
 }
-PROGRAMS = tuple(HANDLERS)
+PROGRAMS = (*HANDLERS, "launchctl")  # launchctl: the server's launchd answers it

@@ -34,11 +34,13 @@ from typing import Any
 from pyroute2 import IPRoute
 
 from babbler.lab.macos.commands import Answer, Failed, Host, Rdma, answer
+from babbler.lab.macos.launchd import Launchd
 from babbler.lab.macos.output import Address, Bus, Iface, Port, Route
 from babbler.lab.netns import PULLED
 
 PORT = 6690  # on the namespace's loopback; babblerd's own ports are 6696-6699
 DESCRIPTION = "macos.json"
+COMMANDS = "bin"  # the node's commands, in its directory (lab.node.Node.bin_dir)
 THUNDERBOLT = re.compile(r"^Thunderbolt \d+$")  # a port, not "Thunderbolt Bridge"
 MAX_REQUEST = 1 << 16
 # Requests served at once, by threads kept for the next (a thread started per command cost
@@ -338,10 +340,21 @@ def eui64_link_local(mac: str) -> IPv6Address:
     return IPv6Address(bytes([0xFE, 0x80, 0, 0, 0, 0, 0, 0, *eui]))
 
 
-def open_server(host: Host, port: int = PORT) -> socketserver.TCPServer:
+def open_server(
+    host: Host, port: int = PORT, launchd: Launchd | None = None
+) -> socketserver.TCPServer:
     """A server answering the commands against `host` on 127.0.0.1:`port` (0: a free one),
-    bound and listening; the caller runs its `serve_forever` and closes it."""
+    bound and listening; the caller runs its `serve_forever` and closes it. `launchd`
+    answers `launchctl`, outside the commands' lock: a bootout waits for a job that runs
+    commands while it stops."""
     lock = threading.Lock()
+    log_lock = threading.Lock()  # a log line whole, also from launchctl outside `lock`
+
+    def run(program: str, args: list[str]) -> Answer:
+        if launchd is not None and program.rsplit("/", 1)[-1] == "launchctl":
+            return launchd.answer(args)
+        with lock:
+            return answer(host, program, args)
 
     class Handler(socketserver.StreamRequestHandler):
         timeout = REQUEST_TIMEOUT
@@ -351,12 +364,12 @@ def open_server(host: Host, port: int = PORT) -> socketserver.TCPServer:
             if parts is None:
                 return
             program, args = parts
-            with lock:
-                try:
-                    result = answer(host, program, args)
-                except Exception as error:  # the lab's fault, said as one line, not a crash
-                    result = Answer(70, "", f"{program}: babbler-lab's macOS failed: {error}\n")
-                # The log says what babblerd ran on its "Mac", one line each: exit, line
+            try:
+                result = run(program, args)
+            except Exception as error:  # the lab's fault, said as one line, not a crash
+                result = Answer(70, "", f"{program}: babbler-lab's macOS failed: {error}\n")
+            # The log says what babblerd ran on its "Mac", one line each: exit, line
+            with log_lock:
                 print(result.code, shlex.join([program, *args]), flush=True)
             err, out = result.err.encode(), result.out.encode()
             self.wfile.write(f"{result.code} {len(err)} {len(out)}\n".encode() + err + out)
@@ -409,9 +422,13 @@ class PooledServer(socketserver.TCPServer):
 
 
 def serve(node_dir: Path, port: int = PORT) -> None:
-    with open_server(NetlinkHost(node_dir), port) as server:
+    launchd = Launchd(node_dir / COMMANDS)
+    with open_server(NetlinkHost(node_dir), port, launchd) as server:
         print(f"serving on 127.0.0.1:{port}", flush=True)
-        server.serve_forever()
+        try:
+            server.serve_forever()
+        finally:
+            launchd.stop_all()
 
 
 if __name__ == "__main__":
