@@ -1,36 +1,301 @@
 """babblerd as a macOS LaunchDaemon, in one command each way: the plist (from the shipped
-one, babbler/service/files/org.babbler.babblerd.plist) in /Library/LaunchDaemons,
-`launchctl bootstrap`, the wait for the socket; uninstall (and --purge) and status.
+one, babbler/service/files/org.babbler.babblerd.plist, with the program, the platform and
+the mesh key on its command line) in /Library/LaunchDaemons, the config file from the other
+flags (plan.py, as on Linux), `launchctl bootstrap system`, the wait for the socket;
+uninstall (`launchctl bootout`, and --purge) and status. systemd.py is the Linux side.
 
-A stub for now: h5 fills it (issue 35, its macOS half). The signatures are the ones
-command.py calls; systemd.py is the Linux counterpart to follow.
+babblerd runs as root on a Mac (no system user): it reads the key file named on its
+command line (`--key-file`, the file stays where it is, root's 0600, checked at install).
+
+The macOS lab (docs/macos.md "launchd in the lab") sets BABBLER_MAC_ROOT on its nodes: every
+path here is then under that node's directory, and the plist names babblerd's directories
+and config file under it too (babblerd's defaults are the host's). Unset on a Mac.
 """
 
 from __future__ import annotations
 
+import os
+import plistlib
+import shutil
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
+from babbler import __version__
+from babbler.client import Client
+from babbler.client.errors import ClientError
+from babbler.core.config import Config, merge
 from babbler.core.errors import EnvironmentProblem
-from babbler.core.platform import MACOS
+from babbler.core.platform import MACOS, SOCKET_NAME
+from babbler.daemon.keyfile import load_key
 from babbler.service import plan
+from babbler.service.program import program_problem
+from babbler.service.systemd import _read, _remove, _remove_if_empty, _run, _write
 
 Say = Callable[[str], None]
 
-NOT_YET = "the macOS service install is not written yet: docs/operations.md has the steps"
+LABEL = "org.babbler.babblerd"
+SHIPPED = plan.FILES / f"{LABEL}.plist"
+ROOT_VARIABLE = "BABBLER_MAC_ROOT"  # the macOS lab's per-node root; unset on a Mac
+WAIT_SECONDS = 60.0  # for the public socket to answer `status` after a start
+POLL_SECONDS = 0.2
+LOG = Path("/var/log/babblerd.log")
+
+
+@dataclass(frozen=True)
+class Paths:
+    """Where a Mac keeps what install writes, under `root` (/ on a Mac)."""
+
+    root: Path = Path("/")
+
+    def _at(self, path: Path) -> Path:
+        return self.root / path.relative_to("/")
+
+    @property
+    def plist(self) -> Path:
+        return self._at(Path("/Library/LaunchDaemons") / f"{LABEL}.plist")
+
+    @property
+    def config(self) -> Path:
+        return self._at(plan.CONFIG_FILE)
+
+    @property
+    def run_dir(self) -> Path:
+        return self._at(MACOS.run_dir)
+
+    @property
+    def state_dir(self) -> Path:
+        return self._at(MACOS.state_dir)
+
+    @property
+    def log(self) -> Path:
+        return self._at(LOG)
+
+    @property
+    def socket(self) -> Path:
+        return self.run_dir / SOCKET_NAME
+
+    @property
+    def lab(self) -> bool:
+        return self.root != Path("/")
+
+
+def paths() -> Paths:
+    root = os.environ.get(ROOT_VARIABLE)
+    return Paths(Path(root)) if root else Paths()
+
+
+def plist_bytes(program: Path, key_file: Path | None, where: Paths, config: bool) -> bytes:
+    """The LaunchDaemon's plist: the shipped one with this program, the platform, the key
+    file and, in the lab, babblerd's paths under the node's root (`config`: whether the
+    config file is there to name)."""
+    shipped: dict[str, Any] = plistlib.loads(SHIPPED.read_bytes())
+    arguments = [str(program), "--log-format", "json", "--platform", MACOS.key]
+    if key_file is not None:
+        arguments += ["--key-file", str(key_file)]
+    if where.lab:
+        arguments += ["--run-dir", str(where.run_dir), "--state-dir", str(where.state_dir)]
+        if config:
+            arguments += ["--config", str(where.config)]
+    shipped["ProgramArguments"] = arguments
+    shipped["StandardOutPath"] = shipped["StandardErrorPath"] = str(where.log)
+    return plistlib.dumps(shipped)
+
+
+def _service_path() -> str:
+    shipped: dict[str, Any] = plistlib.loads(SHIPPED.read_bytes())
+    return str(shipped["EnvironmentVariables"]["PATH"])
+
+
+def _installed_arguments(where: Paths) -> list[str]:
+    try:
+        found = plistlib.loads(where.plist.read_bytes())
+    except (OSError, plistlib.InvalidFileException, ValueError):
+        return []
+    arguments = found.get("ProgramArguments") if isinstance(found, dict) else None
+    return [str(a) for a in arguments] if isinstance(arguments, list) else []
+
+
+def _installed_key(where: Paths) -> Path | None:
+    arguments = _installed_arguments(where)
+    if "--key-file" in arguments[:-1]:
+        return Path(arguments[arguments.index("--key-file") + 1])
+    return None
+
+
+# -- refusals -----------------------------------------------------------------------------
+
+
+def _root_problem(what: str) -> str | None:
+    if os.geteuid() != 0:
+        return f"run it as root: sudo babblerd {what}"
+    if shutil.which("launchctl") is None:
+        return "launchctl not found: this is not a Mac (on Linux: sudo babblerd " + what + ")"
+    return None
+
+
+def _babeld_problem(babeld: str) -> str | None:
+    if shutil.which(babeld, path=_service_path()) is not None:
+        return None
+    return f"{babeld} not found on the service's PATH: brew install babeld"
+
+
+def _settings(text: str | None) -> Config:
+    return merge(plan.parse_config(text) if text else {}, {}, plan.CONFIG_FILE)
+
+
+# -- install ------------------------------------------------------------------------------
 
 
 def install(request: plan.Request, say: Say) -> int:
     """Install, or bring up to date, babblerd as the LaunchDaemon; say what changed (or
     "no change"), wait until it answers, print its status. Raises EnvironmentProblem
-    (refused, nothing changed) and ConfigError."""
-    raise EnvironmentProblem(NOT_YET)
+    (refused, nothing changed; or a step failed) and ConfigError."""
+    where = paths()
+    problem = _root_problem("install-system-daemon") or program_problem(request.program, ())
+    if problem:
+        raise EnvironmentProblem(problem)
+    there = _read(where.config)
+    config_plan = plan.plan_config(there, request)
+    if config_plan.action == "refuse":
+        raise EnvironmentProblem("\n".join(config_plan.lines))
+    config_text = config_plan.text if config_plan.action == "write" else there
+    problem = _babeld_problem(_settings(config_text).babeld)
+    if problem:
+        raise EnvironmentProblem(problem)
+    # Without --key-file the key stays as installed (--force is about the config file).
+    key_file = request.key_file or _installed_key(where)
+    if key_file is not None:
+        key_file = key_file.absolute()
+        load_key(key_file)  # raises ConfigError: missing, not root's 0600, not a key
+
+    changed: list[str] = []
+    config_changed = False
+    if config_plan.action == "write" and config_plan.text is not None:
+        config_changed = _write(where.config, config_plan.text)
+        if config_changed:
+            changed.append(f"wrote {where.config}")
+    wanted = plist_bytes(request.program, key_file, where, config_text is not None)
+    plist_changed = _write(where.plist, wanted.decode())
+    where.log.parent.mkdir(mode=0o755, parents=True, exist_ok=True)  # a Mac has /var/log
+    if plist_changed:
+        changed.append(f"wrote {where.plist}")
+
+    if not _loaded():
+        _launchctl("bootstrap", "system", str(where.plist))
+        changed.append("started babblerd (launchctl bootstrap)")
+    else:
+        running = _running_version(where)
+        if plist_changed or config_changed or running != __version__:
+            _launchctl("bootout", f"system/{LABEL}")
+            _launchctl("bootstrap", "system", str(where.plist))
+            why = "its files changed" if running == __version__ else f"was {running}"
+            changed.append(f"restarted babblerd ({why})")
+    _wait_for_socket(where)
+    for line in changed or ["no change: babblerd is installed and running"]:
+        say(line)
+    _print_status(request.program, where, say)
+    return 0
+
+
+def _launchctl(*args: str) -> None:
+    _run("launchctl", *args)
+
+
+def _loaded() -> bool:
+    return _run("launchctl", "print", f"system/{LABEL}", check=False).returncode == 0
+
+
+def _running_version(where: Paths) -> str | None:
+    try:
+        return Client(where.socket, timeout=5.0).status().version
+    except ClientError:
+        return None
+
+
+def _wait_for_socket(where: Paths) -> None:
+    deadline = time.monotonic() + WAIT_SECONDS
+    while _running_version(where) is None:
+        if time.monotonic() > deadline:
+            raise EnvironmentProblem(
+                f"babblerd did not answer on {where.socket} within {WAIT_SECONDS:g} s: "
+                f"{where.log} and `sudo launchctl print system/{LABEL}` say why"
+            )
+        time.sleep(POLL_SECONDS)
+
+
+def _print_status(program: Path, where: Paths, say: Say) -> None:
+    ctl = program.with_name("babblerctl")
+    if not ctl.exists():
+        return
+    done = _run(str(ctl), "--socket", str(where.socket), "status", check=False)
+    for line in (done.stdout or done.stderr).rstrip("\n").splitlines():
+        say(line)
+
+
+# -- uninstall ----------------------------------------------------------------------------
 
 
 def uninstall(purge: bool, say: Say) -> int:
-    """Boot out and remove what install added; keep the state dir unless `purge`."""
-    raise EnvironmentProblem(NOT_YET)
+    """Boot out (babblerd puts the host's settings back as on any stop) and remove what
+    install added; the state dir stays (a reinstall keeps the node id) unless `purge`,
+    which also removes it, /etc/babbler and the log. Raises EnvironmentProblem."""
+    where = paths()
+    problem = _root_problem("uninstall-system-daemon")
+    if problem:
+        raise EnvironmentProblem(problem)
+    removed: list[str] = []
+    if _loaded():
+        _launchctl("bootout", f"system/{LABEL}")
+        removed.append("stopped babblerd (launchctl bootout)")
+    if _remove(where.plist):
+        removed.append(f"removed {where.plist}")
+    config_text = _read(where.config)
+    if config_text is not None and not purge:
+        if plan.written_by_install(config_text):
+            _remove(where.config)
+            removed.append(f"removed {where.config}")
+        else:
+            say(f"kept {where.config}: edited by hand (--purge removes it)")
+    if purge:
+        if _remove(where.log):
+            removed.append(f"removed {where.log}")
+        for directory in (where.state_dir, where.config.parent):
+            if directory.is_dir() and not directory.is_symlink():
+                shutil.rmtree(directory)
+                removed.append(f"removed {directory}")
+    else:
+        _remove_if_empty(where.config.parent)
+    for line in removed or ["not installed: nothing to remove"]:
+        say(line)
+    return 0
+
+
+# -- status -------------------------------------------------------------------------------
 
 
 def status() -> plan.Status:
-    """What is installed and whether it runs."""
-    return plan.Status(platform=MACOS.key, installed=False, running=False)
+    """What is installed and whether it runs; reads only."""
+    where = paths()
+    files = tuple(str(path) for path in (where.plist, where.config) if path.exists())
+    installed = where.plist.exists()
+    version = _running_version(where) if installed else None
+    problem = None
+    if installed and version is None:
+        problem = (
+            f"babblerd does not answer on {where.socket}: "
+            f"sudo launchctl print system/{LABEL}; {where.log}"
+        )
+    arguments = _installed_arguments(where)
+    return plan.Status(
+        platform=MACOS.key,
+        installed=installed,
+        running=version is not None,
+        service=str(where.plist) if installed else None,
+        program=arguments[0] if arguments else None,
+        version=version,
+        files=files,
+        problem=problem,
+    )

@@ -284,16 +284,16 @@ ROOT_INSTALL = (
 )
 
 
-def untrusted(chains: Sequence[Chain]) -> str | None:
+def untrusted(chains: Sequence[Chain], hidden: Sequence[Path] = HIDDEN) -> str | None:
     """Why a service must not run this program, in one line, or None: each path from / to
     the interpreter, the babblerd script and the babbler package must be root's and not
     writable by group or others (else that user or group could run code as root), and
     none may lie where the unit cannot see (ProtectHome)."""
     for chain in chains:
-        for hidden in HIDDEN:
-            if chain.target.is_relative_to(hidden):
+        for unseen in hidden:  # systemd's ProtectHome; launchd hides nothing
+            if chain.target.is_relative_to(unseen):
                 return (
-                    f"{chain.target} is under {hidden}, which the service cannot see; "
+                    f"{chain.target} is under {unseen}, which the service cannot see; "
                     f"install babbler for root: {ROOT_INSTALL}"
                 )
         for step in chain.steps:

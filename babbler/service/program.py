@@ -7,10 +7,11 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import babbler
-from babbler.service.plan import Chain, PathFacts, untrusted
+from babbler.service.plan import HIDDEN, Chain, PathFacts, untrusted
 
 
 def this_program() -> Path:
@@ -42,6 +43,7 @@ def imported_from() -> list[Path]:
     return paths
 
 
-def program_problem(program: Path) -> str | None:
-    """Why a root service must not run `program` (one line), or None."""
-    return untrusted([chain(path) for path in (program, *imported_from())])
+def program_problem(program: Path, hidden: Sequence[Path] = HIDDEN) -> str | None:
+    """Why a root service must not run `program` (one line), or None. `hidden`: where the
+    service cannot see (systemd's ProtectHome; none under launchd)."""
+    return untrusted([chain(path) for path in (program, *imported_from())], hidden)

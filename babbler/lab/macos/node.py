@@ -26,6 +26,7 @@ LOOPBACK_LINK_LOCAL = "fe80::1/64"  # every Mac's lo0 has it (`inet6 fe80::1%lo0
 SERVER_WAIT = 15.0  # its start (Python and pyroute2) on a loaded 2-core machine: < 1 s
 SERVER = "babbler.lab.macos.server"
 SITE = Path(__file__).parent / "site"  # netifaces as on a Mac (site/netifaces.py)
+MAC_ROOT = "mac"  # in the node's directory: its "/" for install-system-daemon
 MACOS = "26.2"  # a lab Mac's version: the first with RDMA over Thunderbolt
 RDMA_STATES = ("enabled", "disabled", "no-devices")  # no-devices: enabled, none listed
 
@@ -115,11 +116,18 @@ def set_mac(node: Node, macos: str | None = None, rdma: str | None = None) -> di
 
 
 def environment(node: Node) -> dict[str, str]:
-    """What a process on the node runs with: the node's commands first on PATH, and the
-    platform for `babblerctl doctor`."""
+    """What a process on the node runs with: the node's commands first on PATH, the
+    platform for `babblerctl doctor`, and its root for install-system-daemon."""
     here = str(Path(sys.executable).parent)  # the lab's own programs: babblerctl, babblerd
     path = os.pathsep.join([str(node.bin_dir), here, os.environ.get("PATH", "/usr/bin:/bin")])
-    return {"PATH": path, "BABBLER_PLATFORM": "macos", "PYTHONPATH": str(SITE)}
+    return {
+        "PATH": path,
+        "BABBLER_PLATFORM": "macos",
+        "PYTHONPATH": str(SITE),
+        # the node's own "/" for what `babblerd install-system-daemon` writes (a Mac's
+        # /Library/LaunchDaemons, /etc/babbler, /var/...): service/launchd.py
+        "BABBLER_MAC_ROOT": str(Path(node.base) / MAC_ROOT),
+    }
 
 
 def server_command(node: Node) -> list[str]:
