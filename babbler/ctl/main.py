@@ -18,8 +18,7 @@ from babbler.client import Client, Connection, NodeEvent
 from babbler.client.backoff import Backoff
 from babbler.client.errors import Disconnected
 from babbler.client.sync import RETRIED
-from babbler.core import hostfile
-from babbler.core.cablegraph import CableGraph
+from babbler.core import hostfile, jobenv, mlxfile
 from babbler.core.config import DEFAULT_BENCH_PORT
 from babbler.core.errors import BabblerError
 from babbler.core.graph import Graph, to_dot
@@ -27,10 +26,10 @@ from babbler.core.platform import (
     DEFAULT_RUN_DIR,
     DEFAULT_STATE_DIR,
     PLATFORMS,
-    RUNNING,
     SOCKET_NAME,
 )
 from babbler.core.printable import escape
+from babbler.ctl import hostfile as jobfiles
 from babbler.ui import command, render
 from babbler.ui.watchview import WatchView
 from babbler.ui.watchview import as_json as as_json_line
@@ -222,15 +221,22 @@ def ip(
     _run(go)
 
 
-@main.command()
+@main.command(help=jobfiles.HELP)
 @socket_option
 @click.option(
     "--format",
     "form",
-    type=click.Choice(hostfile.FORMATS),
+    type=click.Choice(list(jobfiles.FORMATS)),
     required=True,
-    help="mlx: MLX's ring hostfile; jaccl: MLX's jaccl hostfile; torch: MASTER_ADDR and"
-    " ranks as shell lines; hosts: /etc/hosts lines",
+    help="what to write (above)",
+)
+@click.option(
+    "--backend",
+    type=click.Choice(mlxfile.BACKENDS),
+    default=None,
+    help="mlx: the backend written into the file; auto chooses as mlx.distributed_config"
+    " does (RDMA ready and a full mesh: jaccl; ready and a ring: jaccl-ring; else ring)"
+    " and says why on stderr",
 )
 @click.option(
     "--nodes",
@@ -252,11 +258,18 @@ def ip(
     help="the `ssh` field holds the node's name (as --format hosts writes it) instead of its"
     " IPv4 node address",
 )
-@click.option("--port", default=hostfile.TORCH_PORT, show_default=True, help="torch: MASTER_PORT")
+@click.option(
+    "--port",
+    type=int,
+    default=None,
+    help=f"torch, env: MASTER_PORT (default {hostfile.TORCH_PORT}); llama-rpc: rpc-server's"
+    f" port (default {jobenv.LLAMA_RPC_PORT})",
+)
 @click.option(
     "--this",
     is_flag=True,
-    help="torch: also NODE_RANK of the node this runs on and, on Linux, GLOO_SOCKET_IFNAME",
+    help="torch: also NODE_RANK of the node this runs on and, on Linux, GLOO_SOCKET_IFNAME"
+    " (--format env implies it)",
 )
 @click.option(
     "-o",
@@ -270,43 +283,22 @@ def hostfile_command(
     ctx: click.Context,
     socket_path: Path | None,
     form: str,
+    backend: str | None,
     chosen: str | None,
     allow_hops: bool,
     ssh_names: bool,
-    port: int,
+    port: int | None,
     this: bool,
     output: Path | None,
 ) -> None:
-    """Write what a job needs to run over the mesh's cables, the same on every node:
-    MLX's hostfile for its ring backend (`mlx.launch --hostfile FILE`: hosts in a ring where
-    each is cabled to the next, each listening on its cable addresses), MLX's jaccl hostfile
-    (a cable between every two hosts), torch's rendezvous (`eval "$(babblerctl hostfile
-    --format torch --this)"`), or /etc/hosts lines for the node addresses. Refuses with one
-    line (exit 1) when the mesh cannot carry the job: a single node, no ring, a node
-    without IPv4 or not answering. See docs/jobs.md."""
-
     def go() -> None:
         value = _client(ctx, socket_path).status()
-        graph = CableGraph.from_status(value.raw)
-        ids = None
-        if chosen is not None:
-            names = [what.strip() for what in chosen.split(",") if what.strip()]
-            ids = [render.node_id(value, what) for what in names]
-        if form == "mlx":
-            made = hostfile.mlx(graph, ids, allow_hops, ssh_names)
-        elif form == "jaccl":
-            made = hostfile.jaccl(graph, ids, ssh_names)
-        elif form == "torch":
-            acts_as = PLATFORMS.get(value.platform or "") or RUNNING  # older: this system
-            gloo = acts_as.node_address_label if acts_as is not None else None
-            made = hostfile.torch(graph, ids, port, this, gloo)
-        else:
-            made = hostfile.hosts_lines(graph, _host_names())
-        for warning in made.warnings:  # they name other machines' nodes: escaped
-            click.echo(escape(f"babblerctl: warning: {warning}"), err=True)
-        body = made.value
-        text = json.dumps(body, indent=2) if form in ("mlx", "jaccl") else "\n".join(body)
-        _write(text + "\n", output)
+        made = jobfiles.build(
+            value, form, chosen, backend, allow_hops, ssh_names, port, this, _host_names()
+        )
+        for line in made.stderr:
+            click.echo(line, err=True)
+        _write(made.text, output)
 
     _run(go)
 
@@ -566,26 +558,6 @@ def bench(
     help="check as this platform [default: the one babblerd acts as, else this system's;"
     " babbler-lab's macOS nodes set BABBLER_PLATFORM=macos]",
 )
-@click.option(
-    "--probe",
-    is_flag=True,
-    help="also act: 1 MiB over each cable, each node address, the routes they take, "
-    "routes of the host over the mesh's prefixes (docs/operations.md)",
-)
-@click.option(
-    "--bundle",
-    type=click.Path(path_type=Path, dir_okay=False),
-    default=None,
-    help="write a tarball for a bug report to FILE (the doctor with --probe, status, "
-    "nodes, the log's last lines, versions, kernel settings; never the mesh key)",
-)
-@click.option(
-    "--log-file",
-    type=click.Path(path_type=Path, dir_okay=False),
-    default=None,
-    help="babblerd's log, for --bundle [default: journalctl -u babblerd, else "
-    "/var/log/babblerd.log]",
-)
 @click.pass_context
 def doctor(
     ctx: click.Context,
@@ -593,33 +565,19 @@ def doctor(
     as_json: bool,
     state_dir: Path,
     platform_key: str | None,
-    probe: bool,
-    bundle: Path | None,
-    log_file: Path | None,
 ) -> None:
     """Check this host for what keeps a mesh from working: babblerd and babeld, each
     physical link (up, cable, link-local, used, neighbours), forwarding and router
     advertisements, the rules that fence the mesh off, IPv4, and on Linux thunderbolt-net,
     on macOS the Thunderbolt Bridge and the firewall. One line each: ok, warn or fail, what
     it saw, what to do. Exits 1 when a check fails. Needs no root (with root it also
-    checks what a crashed babblerd left). --probe also acts, layer by layer, and stops at
-    the first that fails; --bundle FILE writes all of it, and more, for a bug report."""
+    checks what a crashed babblerd left)."""
     from babbler.ctl.doctor import gather
     from babbler.ui.doctor import checks, failed, render_checks
 
     def go() -> None:
         asked = PLATFORMS[platform_key] if platform_key else None
-        facts = gather(_socket(ctx, socket_path), state_dir=state_dir, platform=asked)
-        found = checks(facts)
-        if probe or bundle:
-            from babbler.ctl.probe import probe_checks
-
-            found += probe_checks(facts)
-        if bundle:
-            from babbler.ctl.bundle import write_bundle
-
-            click.echo(write_bundle(bundle, facts, found, state_dir, log_file))
-            return
+        found = checks(gather(_socket(ctx, socket_path), state_dir=state_dir, platform=asked))
         if as_json:
             click.echo(json.dumps([dataclasses.asdict(c) for c in found], indent=2))
         else:

@@ -19,7 +19,7 @@ from hypothesis import event as note
 from hypothesis import strategies as st
 
 from babbler.client.model import NodeEvent, Snapshot, parse_node, parse_status
-from babbler.core import hostfile, mtu
+from babbler.core import hostfile, jobenv, mlxfile, mtu
 from babbler.core.addressing import format_node_id
 from babbler.core.cablegraph import CableGraph
 from babbler.core.errors import BabblerError
@@ -232,9 +232,13 @@ def test_any_answers_reach_no_output_raw_and_raise_nothing(datas: tuple[bytes, .
 
     graph = CableGraph.from_status(status.raw)
     writers: list[tuple[bool, Callable[[], hostfile.Hostfile]]] = [
-        (True, lambda: hostfile.mlx(graph, None, allow_hops=True, by_name=True)),
-        (True, lambda: hostfile.jaccl(graph, None, by_name=False)),
+        (True, lambda: mlxfile.mlx(graph, None, allow_hops=True, by_name=True)),
+        (True, lambda: mlxfile.jaccl(graph, None, by_name=False)),
+        (True, lambda: mlxfile.jaccl_ring(graph, None, by_name=True)),
+        (True, lambda: mlxfile.auto(graph, None, allow_hops=False, by_name=False)),
         (False, lambda: hostfile.torch(graph, None, hostfile.TORCH_PORT, this=True)),
+        (False, lambda: jobenv.env(graph, None, hostfile.TORCH_PORT, "lo:babbler")),
+        (False, lambda: jobenv.llama_rpc(graph, None, jobenv.LLAMA_RPC_PORT)),
         (False, lambda: hostfile.hosts_lines(graph, ["n1"])),
     ]
     for as_json, write in writers:
@@ -245,5 +249,5 @@ def test_any_answers_reach_no_output_raw_and_raise_nothing(datas: tuple[bytes, .
             continue
         # As babblerctl writes them; the tab is the hosts lines' own.
         shown(json.dumps(made.value, indent=2) if as_json else "\n".join(made.value))
-        for warning in made.warnings:
+        for warning in made.warnings + made.notes:
             shown(warning)

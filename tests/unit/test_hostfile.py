@@ -3,8 +3,13 @@ into them (core/cablegraph.py, core/ring.py, core/hostfile.py, core/hostnames.py
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import json
+import re
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,11 +17,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from babbler.core import hostfile, hostnames
+from babbler.core import hostfile, hostnames, jobenv, mlxfile
 from babbler.core.cablegraph import CableGraph
 from babbler.core.errors import BabblerError
 from babbler.core.ring import find_ring
+from babbler.ctl import hostfile as jobfiles
 from tests import needs
+from tests.unit.samples import typed
 
 
 def ident(i: int) -> str:
@@ -184,7 +191,7 @@ def test_beyond_16_nodes_a_large_ring_is_still_found() -> None:
 
 
 def test_mlx_four_ring_each_host_lists_its_cable_to_the_previous() -> None:
-    made = hostfile.mlx(graph(4, ring_cables(4)), None, False, False)
+    made = mlxfile.mlx(graph(4, ring_cables(4)), None, False, False)
     assert made.warnings == []
     # ring n1 n2 n3 n4; cable k joins k and k+1; n1's previous is n4 (cable 3)
     assert made.value == [
@@ -196,7 +203,7 @@ def test_mlx_four_ring_each_host_lists_its_cable_to_the_previous() -> None:
 
 
 def test_mlx_two_nodes_with_two_cables_use_both() -> None:
-    made = hostfile.mlx(graph(2, [(0, 1), (0, 1)]), None, False, False)
+    made = mlxfile.mlx(graph(2, [(0, 1), (0, 1)]), None, False, False)
     assert made.value == [
         {"ssh": "10.77.0.1", "ips": ["10.77.128.0", "10.77.128.2"]},
         {"ssh": "10.77.0.2", "ips": ["10.77.128.1", "10.77.128.3"]},
@@ -205,26 +212,26 @@ def test_mlx_two_nodes_with_two_cables_use_both() -> None:
 
 def test_mlx_every_host_lists_as_many_ips_as_the_narrowest_step() -> None:
     cables = [*ring_cables(3), (0, 1), (1, 2)]  # n3-n1 has one cable
-    made = hostfile.mlx(graph(3, cables), None, False, False)
+    made = mlxfile.mlx(graph(3, cables), None, False, False)
     assert [len(h["ips"]) for h in made.value] == [1, 1, 1]
 
 
 def test_mlx_is_the_same_file_on_every_node() -> None:
     cables = [(0, 2), (2, 1), (1, 3), (3, 0), (0, 1), (0, 1)]
-    files = {json.dumps(hostfile.mlx(graph(4, cables, me=me), None, False, False).value)
+    files = {json.dumps(mlxfile.mlx(graph(4, cables, me=me), None, False, False).value)
              for me in range(4)}  # fmt: skip
     assert len(files) == 1
 
 
 def test_mlx_nodes_selects_but_does_not_order() -> None:
     g = graph(4, [*ring_cables(4), (0, 2)])
-    made = hostfile.mlx(g, [ident(2), ident(0)], False, False)
+    made = mlxfile.mlx(g, [ident(2), ident(0)], False, False)
     assert [h["ssh"] for h in made.value] == ["10.77.0.1", "10.77.0.3"]
 
 
 def test_mlx_ssh_names_are_the_hosts_names() -> None:
     g = graph(2, [(0, 1)], names={1: "bad name#1"})
-    made = hostfile.mlx(g, None, False, True)
+    made = mlxfile.mlx(g, None, False, True)
     assert [h["ssh"] for h in made.value] == ["n1", f"node-{ident(1)}"]
 
 
@@ -242,19 +249,45 @@ def test_mlx_ssh_names_are_the_hosts_names() -> None:
 )
 def test_mlx_refusals_name_what_is_missing(status: dict[str, Any], expected: str) -> None:
     with pytest.raises(BabblerError, match=expected.replace("(", r"\(")):
-        hostfile.mlx(CableGraph.from_status(status), None, False, False)
+        mlxfile.mlx(CableGraph.from_status(status), None, False, False)
 
 
-def test_mlx_named_unreachable_node_is_refused_and_unnamed_one_left_out() -> None:
+def test_mlx_named_unreachable_node_is_refused_by_its_cables_first() -> None:
     g = graph(3, ring_cables(3), unreachable=(2,))
-    with pytest.raises(BabblerError, match="n3 is not reachable now"):
-        hostfile.mlx(g, [ident(0), ident(2)], False, False)
-    made = hostfile.mlx(g, None, False, False)
+    with pytest.raises(BabblerError) as refused:
+        mlxfile.mlx(g, [ident(0), ident(2)], False, False)
+    assert str(refused.value) == (
+        "no ring through the cables; not cabled: n1-n3 (n3 not reachable now);"
+        " --allow-hops uses node addresses instead"
+    )
+    with pytest.raises(BabblerError, match="n3 is not reachable now"):  # hops cannot help
+        mlxfile.mlx(g, [ident(0), ident(2)], True, False)
+    made = mlxfile.mlx(g, None, False, False)
     assert len(made.value) == 2 and "left out" in made.warnings[0] and "n3" in made.warnings[0]
 
 
+def test_mlx_a_cut_off_node_refuses_with_the_ring_first() -> None:
+    """Issue 32's five-ring with n3 cut off: the cause (no ring) first, then who was left out;
+    torch, which needs no cables, says n3 is not reachable."""
+    g = graph(5, ring_cables(5), unreachable=(2,))
+    with pytest.raises(BabblerError) as refused:
+        mlxfile.mlx(g, None, False, False)
+    assert str(refused.value) == (
+        "no ring through the cables: n2 has a cable to n1 only; n4 has a cable to n5 only;"
+        " --allow-hops uses node addresses instead (left out, not reachable: n3)"
+    )
+    with pytest.raises(BabblerError) as named:
+        mlxfile.mlx(g, [ident(i) for i in range(5)], False, False)
+    assert str(named.value).startswith(
+        "no ring through the cables: n2 has a cable to n1 only; n3 has no cable to the others"
+        " (not reachable now); n4 has a cable to n5 only"
+    )
+    with pytest.raises(BabblerError, match=r"^n3 is not reachable now"):
+        hostfile.torch(g, [ident(i) for i in range(5)], 29500, False)
+
+
 def test_mlx_allow_hops_goes_over_node_addresses_with_a_warning() -> None:
-    made = hostfile.mlx(graph(3, [(0, 1), (1, 2)]), None, True, False)
+    made = mlxfile.mlx(graph(3, [(0, 1), (1, 2)]), None, True, False)
     assert [h["ips"] for h in made.value] == [["10.77.0.1"], ["10.77.0.2"], ["10.77.0.3"]]
     assert "node addresses" in made.warnings[0]
 
@@ -267,7 +300,7 @@ def full_mesh(n: int) -> list[tuple[int, int]]:
 
 
 def test_jaccl_matrix_names_the_interface_facing_each_host() -> None:
-    made = hostfile.jaccl(graph(3, full_mesh(3)), None, False)
+    made = mlxfile.jaccl(graph(3, full_mesh(3)), None, False)
     hosts = made.value["hosts"]
     assert made.value["backend"] == "jaccl"
     assert [h["rdma"] for h in hosts] == [
@@ -280,7 +313,7 @@ def test_jaccl_matrix_names_the_interface_facing_each_host() -> None:
 
 def test_jaccl_refuses_without_a_full_mesh() -> None:
     with pytest.raises(BabblerError, match="not cabled: n1-n3"):
-        hostfile.jaccl(graph(3, [(0, 1), (1, 2)]), None, False)
+        mlxfile.jaccl(graph(3, [(0, 1), (1, 2)]), None, False)
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # MLX's open()
@@ -288,7 +321,7 @@ def test_jaccl_file_is_read_by_mlx_own_hostfile_class(tmp_path: Path) -> None:
     needs.mlx()
     from mlx._distributed_utils import common
 
-    made = hostfile.jaccl(graph(3, full_mesh(3)), None, False)
+    made = mlxfile.jaccl(graph(3, full_mesh(3)), None, False)
     path = tmp_path / "jaccl.json"
     path.write_text(json.dumps(made.value))
     parsed = common.Hostfile.from_file(path)  # type: ignore[no-untyped-call]
@@ -354,3 +387,311 @@ def test_written_names_are_always_valid_and_unique(given_names: list[str | None]
 )  # fmt: skip
 def test_valid_host_names(name: str, valid: bool) -> None:
     assert hostnames.valid_host_name(name) is valid
+
+
+# Every MLX hostfile, as mlx.launch reads and checks it
+
+
+class Refused(Exception):
+    """What mlx.launch's argparse parser.error would print and exit with."""
+
+
+class Parser:
+    def error(self, message: str) -> None:
+        raise Refused(message)
+
+
+# MLX's Hostfile.from_file leaves its file open: the warning comes when it is collected
+MLX_OPENS = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+
+
+def mlx_launch(
+    value: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Any, list[tuple[Any, ...]]]:
+    """`value` as mlx.launch takes it: the pinned MLX's own Hostfile.from_file, the backend
+    chosen as launch.main chooses (the file's, else ring), and its launch_ring or
+    launch_jaccl with every check they make; only starting the ranks is replaced. Returns the
+    parsed file and each rank's (rank, ssh, python, cwd, files, env, command)."""
+    needs.mlx()
+    from mlx._distributed_utils import common, launch
+
+    path = tmp_path / "hosts.json"
+    path.write_text(json.dumps(value))
+    parsed = common.Hostfile.from_file(path)  # type: ignore[no-untyped-call]
+    ranks: list[tuple[Any, ...]] = []
+    monkeypatch.setattr(launch, "_launch_with_io", lambda _, each, __: ranks.extend(each))
+    backend = parsed.backend or "ring"
+    args = argparse.Namespace(
+        backend=backend, starting_port=32323, connections_per_ip=1, env=list(parsed.envs),
+        verbose=False, cwd=None, python=None,
+    )  # fmt: skip
+    start = launch.launch_ring if backend == "ring" else launch.launch_jaccl
+    start(Parser(), parsed.hosts, args, ["job.py"])  # type: ignore[no-untyped-call]
+    return parsed, [args for args, _ in ranks]
+
+
+def ready_status(*args: Any, ready: dict[int, bool | None] | None = None, **kwargs: Any) -> Any:
+    """mesh_status with each node's RDMA readiness (default: every node ready)."""
+    status = mesh_status(*args, **kwargs)
+    ready = ready or {}
+
+    def rdma(i: int) -> dict[str, Any] | None:
+        said = ready.get(i, True)
+        return None if said is None else {"ready": said}
+
+    status["rdma"] = rdma(kwargs.get("me", 0))
+    for node in status["nodes"]:
+        node["rdma"] = rdma(int(node["node_id"], 16) - 1)
+    return CableGraph.from_status(status)
+
+
+@MLX_OPENS
+@pytest.mark.parametrize(
+    ("backend", "n", "cables", "written"),
+    [
+        (None, 4, ring_cables(4), ""),  # the bare list: launch's default backend, ring
+        ("ring", 4, ring_cables(4), "ring"),
+        ("jaccl", 3, full_mesh(3), "jaccl"),
+        ("jaccl-ring", 4, ring_cables(4), "jaccl-ring"),
+        ("jaccl-ring", 4, ring_cables(4) * 2, "jaccl-ring"),  # two cables every step: lists
+        ("auto", 3, full_mesh(3), "jaccl"),
+        ("auto", 4, ring_cables(4), "jaccl-ring"),
+    ],
+)
+def test_every_mlx_backend_is_read_and_checked_by_mlx_launch(
+    backend: str | None,
+    n: int,
+    cables: list[tuple[int, int]],
+    written: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    made = mlxfile.by_backend(backend, ready_status(n, cables), None, False, False)
+    parsed, ranks = mlx_launch(made.value, tmp_path, monkeypatch)
+    assert parsed.backend == written and len(ranks) == n
+    env = ranks[0][5]
+    if written.startswith("jaccl"):
+        # the coordinator is the first host's node address, as before
+        assert "MLX_JACCL_COORDINATOR=10.77.0.1:32323" in env
+        assert ("MLX_JACCL_RING=1" in env) is (written == "jaccl-ring")
+        devices = json.loads(ranks[0][4]["MLX_IBV_DEVICES"])
+        assert devices == [h["rdma"] for h in made.value["hosts"]]
+    else:
+        ring = json.loads(ranks[0][4]["MLX_HOSTFILE"])  # what each rank reads
+        cable_addresses = {c for h in (made.value if not written else made.value["hosts"])
+                           for c in h["ips"]}  # fmt: skip
+        assert len(ring) == n and all(
+            ip.rsplit(":", 1)[0] in cable_addresses for node in ring for ip in node
+        )
+
+
+@MLX_OPENS
+def test_mlx_launch_checks_catch_a_broken_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The harness above refuses what mlx.launch refuses: a neighbour without a device."""
+    made = mlxfile.jaccl_ring(graph(4, ring_cables(4)), None, False)
+    made.value["hosts"][0]["rdma"][1] = None
+    with pytest.raises(Refused, match="no RDMA device is listed"):
+        mlx_launch(made.value, tmp_path, monkeypatch)
+
+
+def test_jaccl_ring_names_the_neighbours_devices_in_ring_order() -> None:
+    # ring n1 n3 n2 n4 (n1-n2 not cabled); n1-n3 has two cables, every other step one
+    g = graph(4, [(0, 2), (2, 1), (1, 3), (3, 0), (0, 2)])
+    made = mlxfile.jaccl_ring(g, None, False)
+    hosts = made.value["hosts"]
+    assert made.value["backend"] == "jaccl-ring" and made.value["envs"] == []
+    assert [h["ssh"] for h in hosts] == ["10.77.0.1", "10.77.0.3", "10.77.0.2", "10.77.0.4"]
+    assert [h["ips"] for h in hosts] == [[h["ssh"]] for h in hosts]
+    assert [h["rdma"] for h in hosts] == [
+        [None, "rdma_c0", None, "rdma_c3"],
+        ["rdma_c0", None, "rdma_c1", None],
+        [None, "rdma_c1", None, "rdma_c2"],
+        ["rdma_c3", None, "rdma_c2", None],
+    ]
+    # two cables at every step: each neighbour's entry is a list, one device per cable
+    doubled = mlxfile.jaccl_ring(graph(3, ring_cables(3) * 2), None, False).value["hosts"]
+    assert doubled[0]["rdma"] == [None, ["rdma_c0", "rdma_c3"], ["rdma_c2", "rdma_c5"]]
+
+
+def test_mlx_without_backend_keeps_the_bare_list_and_jaccl_equals_backend_jaccl() -> None:
+    g = graph(3, full_mesh(3))
+    assert isinstance(mlxfile.by_backend(None, g, None, False, False).value, list)
+    assert mlxfile.jaccl(g, None, False) == mlxfile.by_backend("jaccl", g, None, False, False)
+    ring = mlxfile.by_backend("ring", g, None, False, False).value
+    assert ring == {
+        "backend": "ring",
+        "envs": [],
+        "hosts": mlxfile.mlx(g, None, False, False).value,
+    }
+
+
+@pytest.mark.parametrize(
+    ("ready", "n", "cables", "backend", "why"),
+    [
+        ({}, 3, full_mesh(3), "jaccl", "every host is ready for RDMA and cabled to every other"),
+        ({}, 4, ring_cables(4), "jaccl-ring", "a ring but not a full mesh (not cabled: n1-n3"),
+        ({1: False}, 3, full_mesh(3), "ring", "not ready for RDMA: n2"),
+        ({2: None}, 3, full_mesh(3), "ring", "RDMA readiness unknown (not a Mac, or not read"),
+        ({0: False, 1: None}, 3, full_mesh(3), "ring", "not ready for RDMA: n1; RDMA readiness"),
+    ],
+)
+def test_auto_chooses_as_distributed_config_and_says_why(
+    ready: dict[int, bool | None], n: int, cables: list[tuple[int, int]], backend: str, why: str
+) -> None:
+    made = mlxfile.auto(ready_status(n, cables, ready=ready), None, False, False)
+    assert made.value["backend"] == backend
+    (note,) = made.notes
+    assert note.startswith(f"backend {backend}: ") and why in note, note
+
+
+def test_auto_ready_without_a_ring_refuses_as_ring_does() -> None:
+    with pytest.raises(BabblerError, match=r"^no ring through the cables: n1 has a cable to n2"):
+        mlxfile.auto(ready_status(3, [(0, 1), (1, 2)]), None, False, False)
+    made = mlxfile.auto(ready_status(3, [(0, 1), (1, 2)]), None, True, False)
+    assert made.value["backend"] == "ring" and "no ring" in made.notes[0]
+
+
+def test_jaccl_backends_warn_of_a_node_known_not_ready() -> None:
+    made = mlxfile.jaccl(ready_status(3, full_mesh(3), ready={2: False}), None, False)
+    assert made.warnings == ["not ready for RDMA: n3 (babblerctl doctor says what to run there)"]
+    assert mlxfile.jaccl(graph(3, full_mesh(3)), None, False).warnings == []  # unknown: quiet
+
+
+@pytest.mark.parametrize(
+    ("status", "expected"),
+    [
+        (mesh_status(4, [(0, 1), (1, 2), (2, 3)]),
+         "no ring through the cables: n1 has a cable to n2 only; n4 has a cable to n3 only;"
+         " jaccl-ring needs one (no hops over RDMA)"),
+        (mesh_status(1, []), "a job needs two nodes or more; only n1 (babblerctl nodes)"),
+        (mesh_status(3, ring_cables(3), no_v4=(1,)),
+         "n2 has no IPv4 node address (IPv4 off or refused there: babblerctl status)"),
+    ],
+)  # fmt: skip
+def test_jaccl_ring_refusals(status: dict[str, Any], expected: str) -> None:
+    with pytest.raises(BabblerError) as refused:
+        mlxfile.jaccl_ring(CableGraph.from_status(status), None, False)
+    assert str(refused.value) == expected
+
+
+# The variables other frameworks read; llama.cpp's --rpc
+
+
+def test_env_for_this_node_is_what_export_and_env_take() -> None:
+    made = jobenv.env(graph(3, ring_cables(3), me=1), None, 29500, "lo:babbler")
+    assert made.value == [
+        "MASTER_ADDR=10.77.0.1",
+        "MASTER_PORT=29500",
+        "WORLD_SIZE=3",
+        "NODE_RANK=1",
+        "GLOO_SOCKET_IFNAME=lo:babbler",
+        "NCCL_SOCKET_IFNAME==lo:babbler",
+        "TP_SOCKET_IFNAME=lo:babbler",
+        "VLLM_HOST_IP=10.77.0.2",
+    ]
+    text = "\n".join(made.value)
+    # as torch, gloo, NCCL, TensorPipe and vLLM read them: from the process's environment
+    show = [sys.executable, "-c", "import json, os; print(json.dumps(dict(os.environ)))"]
+    expected = dict(line.split("=", 1) for line in made.value)
+    for shell in (f"env $(cat) {shlex.join(show)}", f"export $(cat); {shlex.join(show)}",
+                  f'set -a; eval "$(cat)"; {shlex.join(show)}'):  # fmt: skip
+        done = subprocess.run(
+            ["bash", "-c", shell], input=text, capture_output=True, text=True, env={}, check=True
+        )
+        seen = json.loads(done.stdout)
+        assert {k: seen.get(k) for k in expected} == expected, shell
+    # NCCL's exact-match form: a leading = then the name (ncclFindInterfaces' matchIfList)
+    assert expected["NCCL_SOCKET_IFNAME"].startswith("=")
+
+
+def test_env_on_macos_leaves_out_the_interface_names_and_says_why() -> None:
+    made = jobenv.env(graph(2, [(0, 1)]), None, 29600, None)
+    assert made.value == [
+        "MASTER_ADDR=10.77.0.1", "MASTER_PORT=29600", "WORLD_SIZE=2", "NODE_RANK=0",
+        "VLLM_HOST_IP=10.77.0.1",
+    ]  # fmt: skip
+    assert made.notes == [jobenv.NO_LABEL] and "docs/jobs.md" in made.notes[0]
+
+
+def test_env_refuses_when_this_node_is_not_chosen() -> None:
+    with pytest.raises(BabblerError, match="this node is not one of --nodes"):
+        jobenv.env(graph(3, ring_cables(3)), [ident(1), ident(2)], 29500, "lo:babbler")
+
+
+def llama_rpc_servers(servers: str) -> list[tuple[str, int]]:
+    """llama.cpp's own reading of `--rpc`: common/arg.cpp add_rpc_devices splits on ',' with
+    string_split<std::string> (common/common.h: every piece, empty ones too), then each
+    endpoint goes to ggml-rpc.cpp parse_endpoint: host up to the first ':', std::stoi of
+    the rest (which fails on no digits)."""
+    out = []
+    for endpoint in servers.split(","):
+        pos = endpoint.find(":")
+        if pos < 0:
+            raise ValueError(f"no ':' in {endpoint!r}")
+        digits = re.match(r"\s*[+-]?\d+", endpoint[pos + 1 :])
+        if digits is None:
+            raise ValueError(f"std::stoi fails on {endpoint[pos + 1 :]!r}")
+        out.append((endpoint[:pos], int(digits.group())))
+    return out
+
+
+def test_llama_rpc_lists_every_other_node_as_llama_cpp_reads_it() -> None:
+    made = jobenv.llama_rpc(graph(3, ring_cables(3), me=1), None, jobenv.LLAMA_RPC_PORT)
+    (line,) = made.value
+    assert llama_rpc_servers(line) == [("10.77.0.1", 50052), ("10.77.0.3", 50052)]
+    assert "rpc-server --host" in made.notes[0]
+    with pytest.raises(ValueError):  # the reader is no pushover
+        llama_rpc_servers("10.77.0.1:50052,")
+
+
+# babblerctl hostfile's own part (ctl/hostfile.py)
+
+
+def built(status: dict[str, Any], form: str, **given: Any) -> jobfiles.Written:
+    options: dict[str, Any] = {"chosen": None, "backend": None, "allow_hops": False,
+                               "ssh_names": False, "port": None, "this": False} | given  # fmt: skip
+    return jobfiles.build(typed(status), form, taken=[], **options)
+
+
+def test_hosts_nodes_prints_only_those_nodes() -> None:
+    status = mesh_status(3, ring_cables(3))
+    lines = built(status, "hosts", chosen="n2,n1").text.splitlines()[1:]
+    assert [line.split("\t") for line in lines] == [
+        ["10.77.0.1", "n1"], ["fde0:20c6:1fa7:ffff:1::", "n1"],
+        ["10.77.0.2", "n2"], ["fde0:20c6:1fa7:ffff:2::", "n2"],
+    ]  # fmt: skip
+    assert len(built(status, "hosts").text.splitlines()) == 1 + 6
+
+
+def test_backend_is_for_mlx_only_and_auto_says_why_on_stderr() -> None:
+    status = mesh_status(3, full_mesh(3))
+    with pytest.raises(BabblerError, match=r"^--backend is for --format mlx, not --format torch"):
+        built(status, "torch", backend="ring")
+    made = built(status, "mlx", backend="auto")
+    assert json.loads(made.text)["backend"] == "ring"
+    assert made.stderr == [
+        "babblerctl: backend ring: RDMA readiness unknown (not a Mac, or not read yet): n1, n2, n3"
+    ]
+
+
+def test_env_and_llama_rpc_ports_and_the_platform_label() -> None:
+    status = mesh_status(2, [(0, 1)]) | {"platform": "linux"}
+    assert "GLOO_SOCKET_IFNAME=lo:babbler" in built(status, "env").text.splitlines()
+    assert "MASTER_PORT=29500" in built(status, "env").text.splitlines()
+    mac = built(status | {"platform": "macos"}, "env")
+    assert "IFNAME" not in mac.text and "macOS" in mac.stderr[0]
+    assert built(status, "llama-rpc").text == "10.77.0.2:50052\n"
+    assert built(status, "llama-rpc", port=6000).text == "10.77.0.2:6000\n"
+
+
+def test_hostfile_help_explains_every_format_in_one_line() -> None:
+    from click.testing import CliRunner
+
+    from babbler.ctl.main import main
+
+    shown = CliRunner().invoke(main, ["hostfile", "--help"], terminal_width=200).output
+    lines = shown.splitlines()
+    for name, line in jobfiles.FORMATS.items():
+        assert f"  {name:<10} {line}" in lines, name
