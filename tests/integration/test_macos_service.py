@@ -1,0 +1,121 @@
+"""`babblerd install-system-daemon` on the macOS lab (issue 35): two Macs cabled, each
+installs babblerd as a LaunchDaemon with a mesh key through the lab's launchctl (it starts
+the plist's program as launchd would), they mesh; a second install changes nothing; an
+uninstall leaves no process, no plist and none of babblerd's addresses."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from babbler.client import ask
+from babbler.lab import Lab, Node
+from babbler.lab.macos import node as mac
+from babbler.lab.processes import pids_in
+from babbler.service import launchd
+from tests import needs
+from tests.integration.conftest import _print_logs
+from tests.integration.helpers import WAIT, until
+
+
+def root(node: Node) -> launchd.Paths:
+    """Where install writes on this lab Mac (its BABBLER_MAC_ROOT)."""
+    return launchd.Paths(Path(mac.environment(node)["BABBLER_MAC_ROOT"]))
+
+
+@pytest.fixture(scope="module")
+def macs() -> Iterator[Lab]:
+    """Two lab Macs, one cable, no babblerd running (install starts it)."""
+    needs.netifaces()
+    lab = Lab.create(f"s{os.getpid() % 100000}", 2, "line", [], platform="macos")
+    try:
+        yield lab
+    finally:
+        for node in lab.nodes:  # babblerd's own log, where the lab's launchd wrote it
+            log = root(node).log
+            if log.exists():
+                print(f"--- {node.name} {log}\n{log.read_text()[-4000:]}")
+        _print_logs(lab)
+        lab.down()
+        left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        assert f"bbl-{lab.name}-" not in left, left
+
+
+def run(lab: Lab, node: Node, *args: str) -> subprocess.CompletedProcess[str]:
+    return lab.exec(node, *args, timeout=WAIT + 30)
+
+
+def status(node: Node) -> dict[str, Any]:
+    answer: dict[str, Any] = ask(root(node).socket, "status")
+    return answer
+
+
+def mesh_addresses(node: Node) -> list[str]:
+    """babblerd's addresses in the node's namespace (its node addresses on lo0, its cable
+    addresses): every global IPv6 address and every IPv4 one but 127.0.0.1."""
+    out = subprocess.run(
+        ["ip", "-n", node.netns, "-o", "addr", "show"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    found = []
+    for line in out.splitlines():
+        words = line.split()
+        family, address = words[2], words[3]
+        ours = ("127.",) if family == "inet" else ("fe80:", "::1/")
+        if family in ("inet", "inet6") and not address.startswith(ours):
+            found.append(address)
+    return found
+
+
+def test_install_on_two_macs_meshes_and_uninstall_leaves_nothing(macs: Lab, tmp_path: Path) -> None:
+    key = tmp_path / "mesh.key"
+    made = subprocess.run(
+        ["babblerctl", "keygen", str(key)], capture_output=True, text=True, check=False
+    )
+    assert made.returncode == 0, made.stderr
+    for node in macs.nodes:
+        done = run(macs, node, "babblerd", "install-system-daemon", "--key-file", str(key))
+        assert done.returncode == 0, done.stderr
+        lines = done.stdout.splitlines()
+        assert f"wrote {root(node).plist}" in lines
+        assert "started babblerd (launchctl bootstrap)" in lines
+        assert any(line.startswith("node ") for line in lines)  # babblerctl status
+
+    n1, n2 = macs.nodes
+    until(lambda: any(peer["reachable"] for peer in status(n1)["nodes"]), WAIT, "n1 sees n2")
+    first = status(n1)
+    assert first["platform"] == "macos" and first["keyed"]
+    far = status(n2)["node_address"]
+    until(lambda: macs.ping(n1, far), WAIT, "n1 pings n2's node address")
+
+    printed = run(macs, n1, "launchctl", "print", f"system/{launchd.LABEL}")
+    assert printed.returncode == 0
+    assert "\tstate = running\n" in printed.stdout
+    again = run(macs, n1, "babblerd", "install-system-daemon", "--key-file", str(key))
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.splitlines()[0] == "no change: babblerd is installed and running"
+    shown = run(macs, n1, "babblerd", "system-daemon-status")
+    assert shown.returncode == 0 and "running, version" in shown.stdout
+
+    for node in macs.nodes:
+        done = run(macs, node, "babblerd", "uninstall-system-daemon")
+        assert done.returncode == 0, done.stderr
+        assert "stopped babblerd (launchctl bootout)" in done.stdout.splitlines()
+        assert not root(node).plist.exists()
+        assert not root(node).config.exists()
+        assert (root(node).state_dir / "node-id").exists()  # kept: a reinstall keeps the id
+        assert mesh_addresses(node) == []
+        # only the lab's command server runs there: no babblerd, no babeld, no responder
+        assert pids_in(node.netns) == [node.helper_pid]
+        gone = run(macs, node, "launchctl", "print", f"system/{launchd.LABEL}")
+        assert gone.returncode == 113
+        shown = run(macs, node, "babblerd", "system-daemon-status")
+        assert shown.returncode == 1
+        assert shown.stdout.startswith("not installed (macos)")
