@@ -7,26 +7,51 @@ gigabytes never touches the daemon's event loop or its privileges:
 One session at a time (others get `{"error": "busy"}`; a ring's own sends to this node
 excepted), each ended after MAX_SESSION seconds; sources outside the mesh are closed at
 once; at most PENDING connections waiting for their request line.
+
+With IPv4 on it listens on this node's cable addresses too, as they come and go (looked for
+every CABLE_POLL seconds): `babblerctl doctor --probe` sends over each cable, bound to its
+own end's address, to the far end's.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import selectors
 import socket
 import sys
 import threading
 import time
-from ipaddress import IPv4Network
+from ipaddress import IPv4Address, IPv4Network
 
 from babbler.bench import runner, wire
 from babbler.bench.datapath import read_line, receive_exactly, receive_stream, send_stream
+from babbler.core.ipv4 import cable_half
 
 PENDING = 8  # connections between accept and their request, at once
 BIND_RETRY = 1.0  # seconds: the node address appears when the mesh runs
 # A ring's senders wait this long after their `ok`, so that every node of the ring has its
 # own ring request (and lets the previous node's sends in) before the first send arrives.
 RING_START = 0.5
+CABLE_POLL = 1.0  # seconds between looks for this node's cable addresses
+
+
+def local_ipv4() -> set[str]:
+    """This host's IPv4 addresses, no privilege needed: netlink where pyroute2 is installed
+    (Linux, babbler's dependency there), else netifaces (macOS's)."""
+    try:
+        from pyroute2 import IPRoute
+    except ImportError:
+        import netifaces
+
+        return {
+            str(entry.get("addr"))
+            for name in netifaces.interfaces()
+            for entry in netifaces.ifaddresses(name).get(netifaces.AF_INET, [])
+        }
+    with IPRoute() as ip:
+        found = ip.get_addr(family=socket.AF_INET)
+    return {str(a.get_attr("IFA_LOCAL") or a.get_attr("IFA_ADDRESS")) for a in found}
 
 
 class Responder:
@@ -55,25 +80,63 @@ class Responder:
                 time.sleep(BIND_RETRY)
 
     def serve(self) -> None:
-        """Serve every node address, a thread each, until killed."""
+        """Serve every node address, a thread each, and the cable addresses, until killed."""
         for address in self.addresses[1:]:
             threading.Thread(target=self.serve_on, args=(address,), daemon=True).start()
+        if self.ipv4_prefix is not None:
+            threading.Thread(target=self.serve_cables, daemon=True).start()
         self.serve_on(self.addresses[0])
 
     def serve_on(self, address: str) -> None:
         listener = self.listen(address)
         print(f"bench responder on [{address}]:{self.port}", file=sys.stderr, flush=True)
         while True:
+            self.accept(listener)
+
+    def accept(self, listener: socket.socket) -> None:
+        try:
+            conn, peer = listener.accept()
+        except OSError:
+            time.sleep(0.1)  # out of descriptors, or a peer gone first
+            return
+        mesh = wire.mesh_source(peer[0], self.ipv4_prefix)
+        if not mesh or not self.pending.acquire(blocking=False):
+            conn.close()
+            return
+        threading.Thread(target=self.session, args=(conn,), daemon=True).start()
+
+    def serve_cables(self) -> None:
+        """Listen on each of this node's cable addresses while it has it (one thread)."""
+        assert self.ipv4_prefix is not None
+        half = cable_half(self.ipv4_prefix)
+        listeners: dict[str, socket.socket] = {}
+        selector = selectors.DefaultSelector()
+        while True:
             try:
-                conn, peer = listener.accept()
-            except OSError:
-                time.sleep(0.1)  # out of descriptors, or a peer gone first
-                continue
-            mesh = wire.mesh_source(peer[0], self.ipv4_prefix)
-            if not mesh or not self.pending.acquire(blocking=False):
-                conn.close()
-                continue
-            threading.Thread(target=self.session, args=(conn,), daemon=True).start()
+                here = {a for a in local_ipv4() if IPv4Address(a) in half}
+            except (OSError, ValueError):
+                here = set(listeners)
+            for address in set(listeners) - here:
+                selector.unregister(listeners[address])
+                listeners.pop(address).close()
+            for address in sorted(here - set(listeners)):
+                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                try:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                    sock.bind((address, self.port))
+                    sock.listen(16)
+                except OSError:
+                    sock.close()  # gone again, or taken: the next look tries again
+                    continue
+                listeners[address] = sock
+                selector.register(sock, selectors.EVENT_READ)
+            end = time.monotonic() + CABLE_POLL
+            while (left := end - time.monotonic()) > 0:
+                if not listeners:
+                    time.sleep(left)
+                    break
+                for key, _ in selector.select(left):
+                    self.accept(key.fileobj)  # type: ignore[arg-type]
 
     def session(self, conn: socket.socket) -> None:
         deadline = time.monotonic() + wire.MAX_SESSION

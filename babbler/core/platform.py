@@ -34,6 +34,9 @@ class Platform:
     # interface name (torch's GLOO_SOCKET_IFNAME); None where addresses have no labels.
     node_address_label: str | None
     start_hint: str  # how an error says to start babblerd (docs/operations.md)
+    # The command that names the route to an address (`babblerctl doctor --probe`): the
+    # address is its last argument.
+    route_get: tuple[str, ...] = ("ip", "route", "get")
 
 
 SOCKET_NAME = "babblerd.sock"  # the public socket, in the run directory
@@ -74,6 +77,7 @@ MACOS = Platform(
         "start it: sudo launchctl bootstrap system"
         " /Library/LaunchDaemons/org.babbler.babblerd.plist, or sudo babblerd"
     ),
+    route_get=("route", "-n", "get"),
 )
 PLATFORMS = {platform.key: platform for platform in (LINUX, MACOS)}
 

@@ -558,6 +558,26 @@ def bench(
     help="check as this platform [default: the one babblerd acts as, else this system's;"
     " babbler-lab's macOS nodes set BABBLER_PLATFORM=macos]",
 )
+@click.option(
+    "--probe",
+    is_flag=True,
+    help="also act: 1 MiB over each cable, each node address, the routes they take, "
+    "routes of the host over the mesh's prefixes (docs/operations.md)",
+)
+@click.option(
+    "--bundle",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="write a tarball for a bug report to FILE (the doctor with --probe, status, "
+    "nodes, the log's last lines, versions, kernel settings; never the mesh key)",
+)
+@click.option(
+    "--log-file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="babblerd's log, for --bundle [default: journalctl -u babblerd, else "
+    "/var/log/babblerd.log]",
+)
 @click.pass_context
 def doctor(
     ctx: click.Context,
@@ -565,19 +585,33 @@ def doctor(
     as_json: bool,
     state_dir: Path,
     platform_key: str | None,
+    probe: bool,
+    bundle: Path | None,
+    log_file: Path | None,
 ) -> None:
     """Check this host for what keeps a mesh from working: babblerd and babeld, each
     physical link (up, cable, link-local, used, neighbours), forwarding and router
     advertisements, the rules that fence the mesh off, IPv4, and on Linux thunderbolt-net,
     on macOS the Thunderbolt Bridge and the firewall. One line each: ok, warn or fail, what
     it saw, what to do. Exits 1 when a check fails. Needs no root (with root it also
-    checks what a crashed babblerd left)."""
+    checks what a crashed babblerd left). --probe also acts, layer by layer, and stops at
+    the first that fails; --bundle FILE writes all of it, and more, for a bug report."""
     from babbler.ctl.doctor import gather
     from babbler.ui.doctor import checks, failed, render_checks
 
     def go() -> None:
         asked = PLATFORMS[platform_key] if platform_key else None
-        found = checks(gather(_socket(ctx, socket_path), state_dir=state_dir, platform=asked))
+        facts = gather(_socket(ctx, socket_path), state_dir=state_dir, platform=asked)
+        found = checks(facts)
+        if probe or bundle:
+            from babbler.ctl.probe import probe_checks
+
+            found += probe_checks(facts)
+        if bundle:
+            from babbler.ctl.bundle import write_bundle
+
+            click.echo(write_bundle(bundle, facts, found, state_dir, log_file))
+            return
         if as_json:
             click.echo(json.dumps([dataclasses.asdict(c) for c in found], indent=2))
         else:
