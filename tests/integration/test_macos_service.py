@@ -55,6 +55,13 @@ def status(node: Node) -> dict[str, Any]:
     return answer
 
 
+def launchd_pid(lab: Lab, node: Node) -> int | None:
+    """babblerd's pid as `launchctl print` says it."""
+    printed = run(lab, node, "launchctl", "print", f"system/{launchd.LABEL}").stdout
+    pids = [line.split(" = ")[1] for line in printed.splitlines() if line.startswith("\tpid = ")]
+    return int(pids[0]) if pids else None
+
+
 def mesh_addresses(node: Node) -> list[str]:
     """babblerd's addresses in the node's namespace (its node addresses on lo0, its cable
     addresses): every global IPv6 address and every IPv4 one but 127.0.0.1."""
@@ -103,6 +110,18 @@ def test_install_on_two_macs_meshes_and_uninstall_leaves_nothing(macs: Lab, tmp_
     assert again.stdout.splitlines()[0] == "no change: babblerd is installed and running"
     shown = run(macs, n1, "babblerd", "system-daemon-status")
     assert shown.returncode == 0 and "running, version" in shown.stdout
+    # a flag changed, as an upgrade changes the plist: babblerd restarted, same node
+    before, pid = status(n1), launchd_pid(macs, n1)
+    changed = run(
+        macs, n1, "babblerd", "install-system-daemon", "--key-file", str(key), "--linger", "30"
+    )
+    assert changed.returncode == 0, changed.stderr
+    lines = changed.stdout.splitlines()
+    assert f"wrote {root(n1).config}" in lines
+    assert "restarted babblerd (its files changed)" in lines
+    after = status(n1)
+    assert launchd_pid(macs, n1) not in (None, pid)
+    assert (after["node_id"], after["node_address"]) == (before["node_id"], before["node_address"])
 
     for node in macs.nodes:
         done = run(macs, node, "babblerd", "uninstall-system-daemon")
@@ -119,3 +138,10 @@ def test_install_on_two_macs_meshes_and_uninstall_leaves_nothing(macs: Lab, tmp_
         shown = run(macs, node, "babblerd", "system-daemon-status")
         assert shown.returncode == 1
         assert shown.stdout.startswith("not installed (macos)")
+
+    purged = run(macs, n1, "babblerd", "uninstall-system-daemon", "--purge")
+    assert purged.returncode == 0, purged.stderr
+    for gone_too in (root(n1).state_dir, root(n1).log):
+        assert f"removed {gone_too}" in purged.stdout.splitlines()
+        assert not gone_too.exists()
+    assert not root(n1).config.parent.exists()  # empty after the uninstall: gone then
