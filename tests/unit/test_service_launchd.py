@@ -1,0 +1,75 @@
+"""babblerd install-system-daemon's macOS side (babbler/service/launchd.py): the plist it
+writes is one the lab's strict launchctl reads, with babblerd's own flags; every path sits
+under the lab's root when one is set; refusals change nothing."""
+
+from __future__ import annotations
+
+import plistlib
+from pathlib import Path
+
+import pytest
+
+from babbler.core.errors import EnvironmentProblem
+from babbler.daemon.cli_command import parse
+from babbler.lab.macos import launchctl
+from babbler.service import launchd, plan
+
+PROGRAM = Path("/usr/local/lib/babbler/bin/babblerd")
+KEY = Path("/etc/babbler/mesh.key")
+
+
+def test_on_a_mac_the_plist_is_the_shipped_one_with_the_program_platform_and_key() -> None:
+    where = launchd.Paths()
+    data = launchd.plist_bytes(PROGRAM, KEY, where, config=True)
+    job = launchctl.job(str(where.plist), data)  # every key one launchd knows, typed
+    assert where.plist == Path("/Library/LaunchDaemons/org.babbler.babblerd.plist")
+    assert job.label == launchd.LABEL and job.keep_alive and job.run_at_load
+    assert job.arguments == (
+        str(PROGRAM),
+        *("--log-format", "json", "--platform", "macos", "--key-file", str(KEY)),
+    )
+    assert job.stdout == job.stderr == "/var/log/babblerd.log"
+    shipped = plistlib.loads(launchd.SHIPPED.read_bytes())
+    written = plistlib.loads(data)
+    assert {k: v for k, v in written.items() if k not in ("ProgramArguments",)} == {
+        k: v for k, v in shipped.items() if k not in ("ProgramArguments",)
+    }
+
+
+def test_babblerd_reads_the_plists_command_line() -> None:
+    where = launchd.Paths(Path("/run/babbler-lab/x/n1/mac"))
+    arguments = plistlib.loads(launchd.plist_bytes(PROGRAM, KEY, where, config=True))
+    config, given = parse(arguments["ProgramArguments"][1:])
+    assert config == where.config
+    assert given["platform"] == "macos" and given["key-file"] == str(KEY)
+    assert (given["run-dir"], given["state-dir"]) == (str(where.run_dir), str(where.state_dir))
+
+
+def test_in_the_lab_every_path_is_under_the_nodes_root(monkeypatch: pytest.MonkeyPatch) -> None:
+    root = Path("/run/babbler-lab/x/n1/mac")
+    monkeypatch.setenv(launchd.ROOT_VARIABLE, str(root))
+    where = launchd.paths()
+    for path in (where.plist, where.config, where.run_dir, where.state_dir, where.log):
+        assert path.is_relative_to(root)
+    arguments = plistlib.loads(launchd.plist_bytes(PROGRAM, None, where, config=False))
+    assert arguments["ProgramArguments"][-4:] == [
+        *("--run-dir", str(root / "var/run/babbler")),
+        *("--state-dir", str(root / "var/db/babbler")),
+    ]
+    monkeypatch.delenv(launchd.ROOT_VARIABLE)
+    assert launchd.paths() == launchd.Paths(Path("/"))
+
+
+def test_install_refuses_without_launchctl_changing_nothing(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv(launchd.ROOT_VARIABLE, str(tmp_path))
+    monkeypatch.setenv("PATH", str(tmp_path))  # no launchctl on it: not a Mac
+    monkeypatch.setattr(launchd.os, "geteuid", lambda: 0)
+    request = plan.Request(flags={"linger": "30"}, program=PROGRAM)
+    with pytest.raises(EnvironmentProblem, match="launchctl not found: this is not a Mac"):
+        launchd.install(request, print)
+    monkeypatch.setattr(launchd.os, "geteuid", lambda: 501)
+    with pytest.raises(EnvironmentProblem, match="run it as root: sudo babblerd"):
+        launchd.uninstall(False, print)
+    assert list(tmp_path.iterdir()) == []
