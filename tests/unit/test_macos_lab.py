@@ -24,7 +24,6 @@ from babbler.lab.macos.commands import USAGE, Answer, Rdma, answer
 from babbler.lab.macos.output import Address, Bus, Iface, Port, Route
 from babbler.lab.macos.server import open_server
 
-
 TB_DEVICES = (("rdma_en2", "e0c5797d9c8fac05"), ("rdma_en3", "e1c5797d9c8fac05"))
 
 
