@@ -65,11 +65,11 @@ def test_install_refuses_without_launchctl_changing_nothing(
 ) -> None:
     monkeypatch.setenv(launchd.ROOT_VARIABLE, str(tmp_path))
     monkeypatch.setenv("PATH", str(tmp_path))  # no launchctl on it: not a Mac
-    monkeypatch.setattr(launchd.os, "geteuid", lambda: 0)
+    monkeypatch.setattr("os.geteuid", lambda: 0)
     request = plan.Request(flags={"linger": "30"}, program=PROGRAM)
     with pytest.raises(EnvironmentProblem, match="launchctl not found: this is not a Mac"):
         launchd.install(request, print)
-    monkeypatch.setattr(launchd.os, "geteuid", lambda: 501)
+    monkeypatch.setattr("os.geteuid", lambda: 501)
     with pytest.raises(EnvironmentProblem, match="run it as root: sudo babblerd"):
         launchd.uninstall(False, print)
     assert list(tmp_path.iterdir()) == []
