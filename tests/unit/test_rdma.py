@@ -299,3 +299,24 @@ def test_a_lab_mac_described_before_rdma_is_a_ready_26_2(tmp_path: Path) -> None
     assert (told.macos, told.rdma) == ("26.2", "enabled")
     (tmp_path / "macos.json").write_text(json.dumps({**described, "rdma": "disabled"}))
     assert Description.read(tmp_path / "macos.json").rdma == "disabled"
+
+
+# The keys a profile has, and any text: the trees reach the parser's every branch
+keys = st.sampled_from(
+    ["receptacle_1_tag", "_items", "domain_uuid_key", "receptacle_id_key", "current_speed_key"]
+) | st.text(max_size=8)
+values = st.sampled_from(["3", "80 Gb/s", "Up to 40 Gb/s", "9 Gb/s"])
+json_trees = st.recursive(
+    st.none() | st.booleans() | st.integers() | values | st.text(max_size=12),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(keys, inner, max_size=4),
+    max_leaves=12,
+)
+bus_keys = keys
+
+
+@given(st.lists(st.dictionaries(bus_keys, json_trees), max_size=3), json_trees)
+def test_any_profile_a_mac_prints_is_read_without_a_crash(buses: list[Any], other: Any) -> None:
+    """babblerd reads the profile in its main nursery: a shape no Mac printed must not end it."""
+    for profile in ({"SPThunderboltDataType": buses}, other):
+        value = mac(profile_json=json.dumps(profile))
+        assert isinstance(value["ready"], bool)
