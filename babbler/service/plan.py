@@ -297,11 +297,15 @@ def untrusted(chains: Sequence[Chain], hidden: Sequence[Path] = HIDDEN) -> str |
                     f"install babbler for root: {ROOT_INSTALL}"
                 )
         for step in chain.steps:
-            writable = stat.S_IMODE(step.mode) & 0o022
-            if step.uid != 0 or writable:
-                who = f"owned by uid {step.uid}" if step.uid != 0 else "writable by others"
-                if step.uid == 0 and stat.S_IMODE(step.mode) & 0o020:
-                    who = "writable by its group"
+            mode = stat.S_IMODE(step.mode)
+            if step.uid != 0 or mode & 0o022:
+                who = (
+                    f"owned by uid {step.uid}"
+                    if step.uid != 0
+                    else "writable by others"
+                    if mode & 0o002
+                    else "writable by its group"
+                )
                 return (
                     f"{step.path} ({who}) would let a user run code as root through "
                     f"{chain.target}; install babbler for root: {ROOT_INSTALL}"

@@ -30,7 +30,8 @@ Say = Callable[[str], None]
 UNIT = Path("/etc/systemd/system/babblerd.service")
 DROPINS = Path("/etc/systemd/system/babblerd.service.d")
 SYSUSERS = Path("/usr/lib/sysusers.d/babbler.conf")
-LINKS = Path("/usr/local/bin")  # where babblerctl is linked when the program lives elsewhere
+LINKS = Path("/usr/local/bin")  # where the programs are linked when they live elsewhere
+PROGRAMS = ("babblerd", "babblerctl")
 CONFIG_DIR = plan.CONFIG_FILE.parent
 STATE_DIR = LINUX.state_dir
 SOCKET = LINUX.run_dir / SOCKET_NAME
@@ -147,11 +148,8 @@ def install(request: plan.Request, say: Say) -> int:
     if unit_changed:
         changed.append(f"wrote {UNIT}")
     wanted = plan.dropins(request.program, key_file, config.ipv4_prefix)
-    if key_file is None and not request.force and (DROPINS / "key.conf").exists():
-        wanted.pop("key.conf", None)
-        keep_key = True
-    else:
-        keep_key = False
+    # Without --key-file the key stays as installed (--force is about the config file).
+    keep_key = key_file is None
     for name in OURS:
         path = DROPINS / name
         if name in wanted:
@@ -166,7 +164,7 @@ def install(request: plan.Request, say: Say) -> int:
         config_changed = _write(plan.CONFIG_FILE, config_plan.text)
         if config_changed:
             changed.append(f"wrote {plan.CONFIG_FILE}")
-    changed += _link_babblerctl(request.program)
+    changed += _link_programs(request.program)
 
     if unit_changed:
         _run("systemctl", "daemon-reload")
@@ -229,16 +227,19 @@ def _print_status(program: Path, say: Say) -> None:
         say(line)
 
 
-def _link_babblerctl(program: Path) -> list[str]:
-    """babblerctl on root's PATH when the program lives elsewhere (a venv): a link in
-    /usr/local/bin, made only where nothing is."""
-    source = program.with_name("babblerctl")
-    link = LINKS / "babblerctl"
-    if program.parent == LINKS or not source.exists() or os.path.lexists(link):
-        return []
-    LINKS.mkdir(mode=0o755, parents=True, exist_ok=True)
-    link.symlink_to(source)
-    return [f"linked {link} -> {source}"]
+def _link_programs(program: Path) -> list[str]:
+    """babblerd and babblerctl on root's PATH when the program lives elsewhere (a venv):
+    links in /usr/local/bin, made only where nothing is."""
+    made = []
+    for name in PROGRAMS:
+        source = program.with_name(name)
+        link = LINKS / name
+        if program.parent == LINKS or not source.exists() or os.path.lexists(link):
+            continue
+        LINKS.mkdir(mode=0o755, parents=True, exist_ok=True)
+        link.symlink_to(source)
+        made.append(f"linked {link} -> {source}")
+    return made
 
 
 # -- uninstall ----------------------------------------------------------------------------
@@ -268,11 +269,12 @@ def uninstall(purge: bool, say: Say) -> int:
         if _remove(path):
             removed.append(f"removed {path}")
     _remove_if_empty(DROPINS)
-    link = LINKS / "babblerctl"
-    ours = program is not None and program.with_name("babblerctl")
-    if link.is_symlink() and Path(os.readlink(link)) == ours:
-        link.unlink()
-        removed.append(f"removed {link}")
+    for name in PROGRAMS:
+        link = LINKS / name
+        ours = program is not None and program.with_name(name)
+        if link.is_symlink() and Path(os.readlink(link)) == ours:
+            link.unlink()
+            removed.append(f"removed {link}")
     config_text = _read(plan.CONFIG_FILE)
     if config_text is not None and not purge:
         if plan.written_by_install(config_text):
