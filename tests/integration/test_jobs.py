@@ -44,7 +44,9 @@ def namespaces(lab: Lab) -> dict[str, str]:
     return {str(lab.status(n)["node_address_v4"]): n.netns for n in lab.nodes}
 
 
-def run_job(lab: Lab, work: Path, file: list[dict[str, Any]], *job: str) -> list[dict[str, Any]]:
+def run_job(lab: Lab, work: Path, file: Any, *job: str) -> list[dict[str, Any]]:
+    """`file`: the bare list or the schema (`{"backend", "envs", "hosts"}`)."""
+    hosts = file["hosts"] if isinstance(file, dict) else file
     work.mkdir(exist_ok=True)
     (work / "hosts.json").write_text(json.dumps(file))
     out = work / "out"
@@ -53,7 +55,7 @@ def run_job(lab: Lab, work: Path, file: list[dict[str, Any]], *job: str) -> list
         work / "hosts.json", [str(JOB), str(out), *job], namespaces(lab), work, JOB_TIMEOUT
     )
     assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
-    return [json.loads((out / f"rank{r}.json").read_text()) for r in range(len(file))]
+    return [json.loads((out / f"rank{r}.json").read_text()) for r in range(len(hosts))]
 
 
 def test_an_mlx_ring_job_runs_over_the_cables_of_a_four_ring(
@@ -67,7 +69,13 @@ def test_an_mlx_ring_job_runs_over_the_cables_of_a_four_ring(
     assert ring_hostfile(n3, 4, 1) == file
     cables = {a["address"] for n in lab.nodes for a in lab.status(n)["addresses_v4"]}
     assert all(h["ips"][0] in cables for h in file), file
-    results = run_job(lab, tmp_path / "ring", file)
+    # --backend auto: no RDMA here, so the ring, in mlx.launch's current schema, saying why
+    auto = hostfile(n3, "--format", "mlx", "--backend", "auto")
+    assert auto.returncode == 0 and json.loads(auto.stdout) == {
+        "backend": "ring", "envs": [], "hosts": file
+    }, auto.stdout  # fmt: skip
+    assert auto.stderr.startswith("babblerctl: backend ring: RDMA readiness unknown"), auto.stderr
+    results = run_job(lab, tmp_path / "ring", json.loads(auto.stdout))
     assert [r["rank"] for r in results] == [0, 1, 2, 3]
     for r in results:
         assert r["size"] == 4 and r["all_sum_ok"], r
@@ -135,6 +143,14 @@ def test_hostfile_refusals_are_one_line_and_exit_1(make_lab: LabFactory) -> None
     assert unknown.returncode == 1 and "no node 'nosuch'" in unknown.stderr
     single = hostfile(n1, "--format", "mlx", "--nodes", "n2")
     assert single.returncode == 1 and "a job needs two nodes or more" in single.stderr
+    for backend in ("jaccl-ring", "auto"):  # auto: no RDMA here, so the ring's refusal
+        refused = hostfile(n1, "--format", "mlx", "--backend", backend)
+        assert refused.returncode == 1 and refused.stdout == "", refused
+        (line,) = refused.stderr.strip().splitlines()
+        assert line.startswith("babblerctl: no ring through the cables: "), line
+        assert "n1 has a cable to n2 only" in line and "n3 has a cable to n2 only" in line, line
+    wrong = hostfile(n1, "--format", "torch", "--backend", "ring")
+    assert wrong.returncode == 1 and "--backend is for --format mlx" in wrong.stderr
     jaccl = hostfile(n1, "--format", "jaccl")
     assert jaccl.returncode == 1 and (
         "not cabled: n1-n3" in jaccl.stderr or "not cabled: n3-n1" in jaccl.stderr
@@ -182,11 +198,31 @@ def test_hosts_lines_and_ip_of_another_node(make_lab: LabFactory, tmp_path: Path
     until(lambda: babblerctl(n1, "hostfile", "--format", "mlx", "--allow-hops").returncode == 0)
     named = babblerctl(n1, "hostfile", "--format", "mlx", "--allow-hops", "--ssh-names")
     assert {h["ssh"] for h in json.loads(named.stdout)} == set(written.values()), named.stdout
-    torch = hostfile(n2, "--format", "torch", "--this", "--port", "29600").stdout.splitlines()
+    wait_for_all(n2, 3)  # n1 knew all three; n2 may have been a moment behind
+    torch_said = hostfile(n2, "--format", "torch", "--this", "--port", "29600")
+    assert torch_said.returncode == 0, torch_said.stderr
+    torch = torch_said.stdout.splitlines()
     first = min(ids, key=ids.__getitem__)
     assert torch[:3] == [f"MASTER_ADDR={v4[first]}", "MASTER_PORT=29600", "WORLD_SIZE=3"]
     assert f"NODE_RANK={sorted(ids.values()).index(ids['n2'])}" in torch, torch
     assert torch[-1] == "GLOO_SOCKET_IFNAME=lo:babbler"
+    # --format env: this node's variables, the same rendezvous as torch's
+    env = dict(line.split("=", 1) for line in hostfile(n2, "--format", "env").stdout.split())
+    assert env == {
+        "MASTER_ADDR": v4[first], "MASTER_PORT": "29500", "WORLD_SIZE": "3",
+        "NODE_RANK": str(sorted(ids.values()).index(ids["n2"])),
+        "GLOO_SOCKET_IFNAME": "lo:babbler", "NCCL_SOCKET_IFNAME": "=lo:babbler",
+        "TP_SOCKET_IFNAME": "lo:babbler", "VLLM_HOST_IP": v4["n2"],
+    }  # fmt: skip
+    rpc = hostfile(n1, "--format", "llama-rpc")
+    others = sorted(["n2", "n3"], key=ids.__getitem__)  # node-id order, this node not
+    assert rpc.stdout == ",".join(f"{v4[n]}:50052" for n in others) + "\n", rpc.stdout
+    assert "rpc-server --host" in rpc.stderr
+    # --format hosts --nodes: only those nodes' lines
+    two = hostfile(n1, "--format", "hosts", "--nodes", "my box #2,n1").stdout.splitlines()[1:]
+    assert sorted(line.split()[1] for line in two) == sorted(
+        [written["n1"], written["n1"], written["n2"], written["n2"]]
+    ), two
 
 
 TORCH_JOB = Path(__file__).with_name("torch_job.py")
