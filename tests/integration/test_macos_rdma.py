@@ -18,8 +18,8 @@ import pytest
 
 from babbler.lab import Lab, Node
 from tests import needs
-from tests.integration.conftest import _print_logs
 from tests.integration.helpers import WAIT, until
+from tests.integration.test_macos_lab import _taken_down
 
 LAB_CLI = Path(sys.executable).parent / "babbler-lab"
 
@@ -35,10 +35,7 @@ def macs() -> Iterator[Lab]:
         lab.wait_reachable(WAIT)
         yield lab
     finally:
-        _print_logs(lab)
-        lab.down()
-        left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-        assert f"bbl-{lab.name}-" not in left, left
+        _taken_down(lab)
 
 
 def doctor(lab: Lab, node: Node) -> dict[str, dict[str, Any]]:
