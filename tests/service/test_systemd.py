@@ -121,9 +121,11 @@ def test_operations_guide_installs_this_unit() -> None:
 @pytest.mark.integration
 @pytest.mark.timeout(1500)  # the first run makes the Debian tree: a few minutes more
 def test_the_unit_under_a_real_systemd() -> None:
-    """scripts/systemd-check: two containers booted by systemd-nspawn, babbler installed as
-    docs/operations.md says; readiness, keyed mesh, node info, bench, doctor, stop restoring
-    every setting, restart, kill -9. Minutes: the Debian tree is made once and kept."""
+    """scripts/systemd-check: two containers booted by systemd-nspawn, each installed by
+    pip and one `babblerd install-system-daemon --key-file ...`; readiness, keyed mesh, node
+    info, bench, doctor, install again (no change), an upgraded unit, a hand-edited config,
+    stop restoring every setting, restart, kill -9, uninstall (the host as before), --purge.
+    Minutes: the Debian tree is made once and kept."""
     if os.geteuid() != 0:
         pytest.skip("boots containers: needs root")
     for name, package in (("debootstrap", "debootstrap"), ("systemd-nspawn", "systemd-container")):

@@ -1,0 +1,102 @@
+"""`babblerd install-system-daemon` on Linux refuses, with one line and changing nothing,
+where it cannot work: not root, no systemd, babeld missing, a program others can write, a
+hand-edited config that differs. (It working is scripts/systemd-check's, under a real
+systemd: tests/service/test_systemd.py.)"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from babbler.core.errors import EnvironmentProblem
+from babbler.service import plan, systemd
+from babbler.service.plan import Request
+
+
+@pytest.fixture
+def host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The files install writes, under tmp_path; root, systemd and a trusted program."""
+    root = tmp_path / "host"
+    for name, path in (
+        ("UNIT", "etc/systemd/system/babblerd.service"),
+        ("DROPINS", "etc/systemd/system/babblerd.service.d"),
+        ("SYSUSERS", "usr/lib/sysusers.d/babbler.conf"),
+        ("LINKS", "usr/local/bin"),
+    ):
+        monkeypatch.setattr(systemd, name, root / path)
+    monkeypatch.setattr(plan, "CONFIG_FILE", root / "etc/babbler/babblerd.toml")
+    monkeypatch.setattr(systemd.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(systemd, "_root_problem", lambda what: None)
+    monkeypatch.setattr(systemd, "program_problem", lambda program: None)
+    ran: list[tuple[str, ...]] = []
+    monkeypatch.setattr(systemd, "_run", lambda *args, check=True: ran.append(args))
+    return root
+
+
+def files(root: Path) -> list[Path]:
+    return sorted(path for path in root.rglob("*") if path.is_file())
+
+
+def refusal(request: Request) -> str:
+    with pytest.raises(EnvironmentProblem) as raised:
+        systemd.install(request, print)
+    return str(raised.value)
+
+
+def test_babeld_missing_names_the_command_that_installs_it(
+    host: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(systemd, "SERVICE_PATH", str(host / "empty"))
+    found = {"apt-get": "/usr/bin/apt-get"}  # Debian, but no babeld
+    monkeypatch.setattr(systemd.shutil, "which", lambda name, path=None: found.get(name))
+    said = refusal(Request({}))
+    assert said == "babeld not found on the service's PATH: sudo apt-get install babeld"
+    assert files(host) == []
+
+
+def test_a_program_others_can_write_is_refused(host: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(systemd, "program_problem", lambda program: f"{program} (writable)")
+    assert refusal(Request({}, program=Path("/opt/x/babblerd"))) == "/opt/x/babblerd (writable)"
+    assert files(host) == []
+
+
+def test_a_hand_edited_config_that_differs_is_kept_and_said(host: Path) -> None:
+    config = plan.CONFIG_FILE
+    config.parent.mkdir(parents=True)
+    config.write_text('exclude = ["eth8"]\n')
+    said = refusal(Request({"exclude": ("eth9",)}))
+    assert "exclude: the file sets ['eth8'], the flags ['eth9']" in said
+    assert "--force" in said.splitlines()[-1]
+    assert files(host) == [config] and config.read_text() == 'exclude = ["eth8"]\n'
+
+
+def test_the_refusals_when_not_root_or_without_systemd(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(systemd.os, "geteuid", lambda: 1000)
+    assert systemd._root_problem("install-system-daemon") == (
+        "run it as root: sudo babblerd install-system-daemon"
+    )
+    monkeypatch.setattr(systemd.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(systemd.Path, "is_dir", lambda self: str(self) != "/run/systemd/system")
+    said = systemd._root_problem("uninstall-system-daemon")
+    assert said is not None and said.startswith("systemd is not running this machine")
+
+
+AS_NOBODY = ("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--")
+
+
+def test_not_root_is_one_line_from_the_command() -> None:
+    """As a user sees it: one line on stderr, exit 1, nothing else said."""
+    done = subprocess.run(
+        [*AS_NOBODY, sys.executable, "-m", "babbler.daemon.cli", "install-system-daemon"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert done.returncode == 1, done.stderr
+    assert done.stderr == "babblerd: run it as root: sudo babblerd install-system-daemon\n"
+    assert done.stdout == ""
