@@ -43,6 +43,16 @@ def doctor(lab: Lab, node: Node) -> dict[str, dict[str, Any]]:
     return {c["check"]: c for c in json.loads(done.stdout)}
 
 
+def auto_backend(lab: Lab, node: Node) -> tuple[str, str]:
+    """`babblerctl hostfile --format mlx --backend auto` there: the backend and why."""
+    done = lab.exec(
+        node, "babblerctl", "hostfile", "--format", "mlx", "--backend", "auto",
+        "--socket", str(node.socket),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)["backend"], done.stderr
+
+
 def lab_cli(lab: Lab, *args: str) -> str:
     done = subprocess.run(
         [str(LAB_CLI), "--name", lab.name, *args], capture_output=True, text=True, check=False
@@ -70,6 +80,7 @@ def test_three_ready_macs_and_a_doctor_that_names_the_one_that_is_not(macs: Lab)
     assert {found[f"rdma {n}"]["status"] for n in ("n1", "n2", "n3")} == {"ok"}
     assert found["jaccl"]["status"] == "ok"
     assert found["jaccl"]["saw"].endswith("over n1, n2, n3 would be valid")
+    assert auto_backend(macs, n1)[0] == "jaccl"  # what h2's auto reads: Host.rdma_ready
 
     # n2 with RDMA off, as a Mac whose owner never ran `rdma_ctl enable` in Recovery
     said = lab_cli(macs, "mac", "n2", "--rdma", "disabled")
@@ -84,6 +95,8 @@ def test_three_ready_macs_and_a_doctor_that_names_the_one_that_is_not(macs: Lab)
     assert found["rdma n3"]["status"] == "ok"
     assert found["jaccl"]["status"] == "warn" and "n2 not ready" in found["jaccl"]["saw"]
     assert doctor(macs, n2)["rdma n2"]["do"].startswith("on this Mac:")
+    backend, why = auto_backend(macs, n1)
+    assert backend == "ring" and "not ready for RDMA: n2" in why
 
     # n3 enabled, yet without devices (mlx #3777): read again when its cable comes back
     lab_cli(macs, "mac", "n3", "--rdma", "no-devices")
