@@ -191,7 +191,13 @@ def install(request: plan.Request, say: Say) -> int:
         if plist_changed or config_changed or running != __version__:
             _launchctl("bootout", f"system/{LABEL}")
             _launchctl("bootstrap", "system", str(where.plist))
-            why = "its files changed" if running == __version__ else f"was {running}"
+            why = (
+                "its files changed"
+                if running == __version__
+                else f"was {running}"
+                if running
+                else "it did not answer"
+            )
             changed.append(f"restarted babblerd ({why})")
     _wait_for_socket(where)
     for line in changed or ["no change: babblerd is installed and running"]:
