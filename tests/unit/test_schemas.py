@@ -20,14 +20,22 @@ DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"^```json\n(.*?)^```", re.MULTILINE | re.DOTALL)
 
 # MLX's hostfiles are MLX's formats, not babbler's (no file in docs/schema): what
-# `mlx.launch` reads, as core/hostfile.py writes it.
+# `mlx.launch` reads, as core/mlxfile.py writes it.
 HOST = {
     "type": "object",
     "required": ["ssh", "ips"],
     "properties": {
         "ssh": {"type": "string"},
         "ips": {"type": "array", "items": {"type": "string"}, "minItems": 1},
-        "rdma": {"type": "array", "items": {"type": ["string", "null"]}},
+        "rdma": {  # a device, null, or (jaccl-ring's parallel cables) a list of devices
+            "type": "array",
+            "items": {
+                "anyOf": [
+                    {"type": ["string", "null"]},
+                    {"type": "array", "items": {"type": "string"}, "minItems": 2},
+                ]
+            },
+        },
     },
     "additionalProperties": False,
 }
@@ -36,7 +44,7 @@ JACCL = {
     "type": "object",
     "required": ["backend", "envs", "hosts"],
     "properties": {
-        "backend": {"const": "jaccl"},
+        "backend": {"enum": ["jaccl", "jaccl-ring"]},
         "envs": {"type": "array"},
         "hosts": {"type": "array", "items": {**HOST, "required": ["ssh", "ips", "rdma"]}},
     },
