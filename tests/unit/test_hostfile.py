@@ -3,7 +3,6 @@ into them (core/cablegraph.py, core/ring.py, core/hostfile.py, core/hostnames.py
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
 import re
@@ -392,15 +391,6 @@ def test_valid_host_names(name: str, valid: bool) -> None:
 # Every MLX hostfile, as mlx.launch reads and checks it
 
 
-class Refused(Exception):
-    """What mlx.launch's argparse parser.error would print and exit with."""
-
-
-class Parser:
-    def error(self, message: str) -> None:
-        raise Refused(message)
-
-
 # MLX's Hostfile.from_file leaves its file open: the warning comes when it is collected
 MLX_OPENS = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 
@@ -408,25 +398,21 @@ MLX_OPENS = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableException
 def mlx_launch(
     value: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> tuple[Any, list[tuple[Any, ...]]]:
-    """`value` as mlx.launch takes it: the pinned MLX's own Hostfile.from_file, the backend
-    chosen as launch.main chooses (the file's, else ring), and its launch_ring or
-    launch_jaccl with every check they make; only starting the ranks is replaced. Returns the
-    parsed file and each rank's (rank, ssh, python, cwd, files, env, command)."""
+    """`mlx.launch --hostfile FILE job.py` with `value` in FILE: the pinned MLX's own
+    launch.main, which parses the file (common.Hostfile.from_file), takes its backend (else
+    its default) and runs launch_ring or launch_jaccl with every check they make; only
+    starting the ranks is replaced. Returns the parsed file and each rank's (rank, ssh,
+    python, cwd, files, env, command). A refusal is argparse's: SystemExit, said on stderr."""
     needs.mlx()
     from mlx._distributed_utils import common, launch
 
     path = tmp_path / "hosts.json"
     path.write_text(json.dumps(value))
-    parsed = common.Hostfile.from_file(path)  # type: ignore[no-untyped-call]
     ranks: list[tuple[Any, ...]] = []
     monkeypatch.setattr(launch, "_launch_with_io", lambda _, each, __: ranks.extend(each))
-    backend = parsed.backend or "ring"
-    args = argparse.Namespace(
-        backend=backend, starting_port=32323, connections_per_ip=1, env=list(parsed.envs),
-        verbose=False, cwd=None, python=None,
-    )  # fmt: skip
-    start = launch.launch_ring if backend == "ring" else launch.launch_jaccl
-    start(Parser(), parsed.hosts, args, ["job.py"])  # type: ignore[no-untyped-call]
+    monkeypatch.setattr(sys, "argv", ["mlx.launch", "--hostfile", str(path), "job.py"])
+    launch.main()  # type: ignore[no-untyped-call]
+    parsed = common.Hostfile.from_file(path)  # type: ignore[no-untyped-call]
     return parsed, [args for args, _ in ranks]
 
 
@@ -487,13 +473,14 @@ def test_every_mlx_backend_is_read_and_checked_by_mlx_launch(
 
 @MLX_OPENS
 def test_mlx_launch_checks_catch_a_broken_file(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The harness above refuses what mlx.launch refuses: a neighbour without a device."""
     made = mlxfile.jaccl_ring(graph(4, ring_cables(4)), None, False)
     made.value["hosts"][0]["rdma"][1] = None
-    with pytest.raises(Refused, match="no RDMA device is listed"):
+    with pytest.raises(SystemExit):
         mlx_launch(made.value, tmp_path, monkeypatch)
+    assert "no RDMA device is listed" in capsys.readouterr().err
 
 
 def test_jaccl_ring_names_the_neighbours_devices_in_ring_order() -> None:
