@@ -178,6 +178,7 @@ def install(request: plan.Request, say: Say) -> int:
     else:
         running = _running_version()
         if unit_changed or config_changed or running != __version__:
+            _run("systemctl", "reset-failed", SERVICE, check=False)  # its start limit too
             _run("systemctl", "restart", SERVICE)
             why = "its files changed" if running == __version__ else f"was {running}"
             changed.append(f"restarted babblerd ({why})")
