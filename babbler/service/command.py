@@ -90,6 +90,8 @@ def install_command(force: bool, flags: tuple[str, ...]) -> None:
             raise ConfigError(f"--{key}: a service keeps babblerd's default directories")
     merge({}, given)  # every value checked before anything is touched
     platform = _chosen(given.get("platform"))
+    if "key-file" in given:  # the service reads it from elsewhere than this shell's cwd
+        given["key-file"] = os.path.abspath(given["key-file"])
     request = plan.Request(flags=given, force=force, program=this_program())
     sys.exit(_backend(platform).install(request, _say))
 

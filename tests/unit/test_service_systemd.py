@@ -5,6 +5,8 @@ systemd: tests/service/test_systemd.py.)"""
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from babbler.core.errors import EnvironmentProblem
-from babbler.service import plan, systemd
+from babbler.service import command, launchd, plan, systemd
 from babbler.service.plan import Request
 
 
@@ -28,7 +30,7 @@ def host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     ):
         monkeypatch.setattr(systemd, name, root / path)
     monkeypatch.setattr(plan, "CONFIG_FILE", root / "etc/babbler/babblerd.toml")
-    monkeypatch.setattr(systemd.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
     monkeypatch.setattr(systemd, "_root_problem", lambda what: None)
     monkeypatch.setattr(systemd, "program_problem", lambda program: None)
     ran: list[tuple[str, ...]] = []
@@ -51,7 +53,7 @@ def test_babeld_missing_names_the_command_that_installs_it(
 ) -> None:
     monkeypatch.setattr(systemd, "SERVICE_PATH", str(host / "empty"))
     found = {"apt-get": "/usr/bin/apt-get"}  # Debian, but no babeld
-    monkeypatch.setattr(systemd.shutil, "which", lambda name, path=None: found.get(name))
+    monkeypatch.setattr(shutil, "which", lambda name, path=None: found.get(name))
     said = refusal(Request({}))
     assert said == "babeld not found on the service's PATH: sudo apt-get install babeld"
     assert files(host) == []
@@ -74,12 +76,12 @@ def test_a_hand_edited_config_that_differs_is_kept_and_said(host: Path) -> None:
 
 
 def test_the_refusals_when_not_root_or_without_systemd(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(systemd.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
     assert systemd._root_problem("install-system-daemon") == (
         "run it as root: sudo babblerd install-system-daemon"
     )
-    monkeypatch.setattr(systemd.os, "geteuid", lambda: 0)
-    monkeypatch.setattr(systemd.Path, "is_dir", lambda self: str(self) != "/run/systemd/system")
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    monkeypatch.setattr(Path, "is_dir", lambda self: str(self) != "/run/systemd/system")
     said = systemd._root_problem("uninstall-system-daemon")
     assert said is not None and said.startswith("systemd is not running this machine")
 
@@ -100,3 +102,21 @@ def test_not_root_is_one_line_from_the_command() -> None:
     assert done.returncode == 1, done.stderr
     assert done.stderr == "babblerd: run it as root: sudo babblerd install-system-daemon\n"
     assert done.stdout == ""
+
+
+def test_a_relative_key_file_is_handed_to_systemd_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """LoadCredential takes an absolute path; the key is named from the shell's directory."""
+    seen: list[Request] = []
+
+    def install(request: Request, say: object) -> int:
+        seen.append(request)
+        return 0
+
+    monkeypatch.setattr(systemd, "install", install)
+    monkeypatch.setattr(launchd, "install", install)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit):
+        command.run(["install-system-daemon", "--key-file", "keys/mesh.key", "--platform", "linux"])
+    assert seen[0].key_file == tmp_path / "keys/mesh.key"
