@@ -5,9 +5,11 @@ uninstall leaves no process, no plist and none of babblerd's addresses."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,8 @@ from babbler.service import launchd
 from tests import needs
 from tests.integration.conftest import _print_logs
 from tests.integration.helpers import WAIT, until
+
+MACOS_CHECK = Path(__file__).parents[2] / "scripts" / "macos-check"
 
 
 def root(node: Node) -> launchd.Paths:
@@ -60,6 +64,20 @@ def launchd_pid(lab: Lab, node: Node) -> int | None:
     printed = run(lab, node, "launchctl", "print", f"system/{launchd.LABEL}").stdout
     pids = [line.split(" = ")[1] for line in printed.splitlines() if line.startswith("\tpid = ")]
     return int(pids[0]) if pids else None
+
+
+def others(node: Node) -> list[str]:
+    """What runs in the node's namespace besides the lab's command server."""
+    out = []
+    for pid in pids_in(node.netns):
+        if pid != node.helper_pid:
+            with contextlib.suppress(OSError):  # gone meanwhile
+                out.append(Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode())
+    return out
+
+
+def alone(node: Node) -> bool:
+    return others(node) == []
 
 
 def mesh_addresses(node: Node) -> list[str]:
@@ -105,6 +123,20 @@ def test_install_on_two_macs_meshes_and_uninstall_leaves_nothing(macs: Lab, tmp_
     printed = run(macs, n1, "launchctl", "print", f"system/{launchd.LABEL}")
     assert printed.returncode == 0
     assert "\tstate = running\n" in printed.stdout
+    # scripts/macos-check, as on a real Mac, reads launchd's print: babblerd runs under it
+    check = run(
+        macs,
+        n1,
+        "env",
+        f"BABBLER_SOCKET={root(n1).socket}",
+        str(MACOS_CHECK),
+        "--yes",
+        *("--ra-wait", "1", "--log", str(root(n1).log)),
+    )
+    assert any(
+        line.startswith("launchd:") and line.split()[1] == "pass"
+        for line in check.stdout.splitlines()
+    ), check.stdout
     again = run(macs, n1, "babblerd", "install-system-daemon", "--key-file", str(key))
     assert again.returncode == 0, again.stderr
     assert again.stdout.splitlines()[0] == "no change: babblerd is installed and running"
@@ -132,7 +164,8 @@ def test_install_on_two_macs_meshes_and_uninstall_leaves_nothing(macs: Lab, tmp_
         assert (root(node).state_dir / "node-id").exists()  # kept: a reinstall keeps the id
         assert mesh_addresses(node) == []
         # only the lab's command server runs there: no babblerd, no babeld, no responder
-        assert pids_in(node.netns) == [node.helper_pid]
+        # (a process on its way out may still be listed for a moment; none may stay)
+        until(partial(alone, node), 10.0, f"{node.name}: {others(node)}")
         gone = run(macs, node, "launchctl", "print", f"system/{launchd.LABEL}")
         assert gone.returncode == 113
         shown = run(macs, node, "babblerd", "system-daemon-status")
