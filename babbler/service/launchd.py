@@ -32,7 +32,7 @@ from babbler.core.platform import MACOS, SOCKET_NAME
 from babbler.daemon.keyfile import load_key
 from babbler.service import plan
 from babbler.service.program import program_problem
-from babbler.service.systemd import _read, _remove, _remove_if_empty, _run, _write
+from babbler.service.systemd import _drop_config, _read, _remove, _remove_if_empty, _run, _write
 
 Say = Callable[[str], None]
 
@@ -258,13 +258,8 @@ def uninstall(purge: bool, say: Say) -> int:
         removed.append("stopped babblerd (launchctl bootout)")
     if _remove(where.plist):
         removed.append(f"removed {where.plist}")
-    config_text = _read(where.config)
-    if config_text is not None and not purge:
-        if plan.written_by_install(config_text):
-            _remove(where.config)
-            removed.append(f"removed {where.config}")
-        else:
-            say(f"kept {where.config}: edited by hand (--purge removes it)")
+    if not purge:
+        removed += _drop_config(where.config, say)
     if purge:
         if _remove(where.log):
             removed.append(f"removed {where.log}")

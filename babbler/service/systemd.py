@@ -276,14 +276,8 @@ def uninstall(purge: bool, say: Say) -> int:
         if link.is_symlink() and Path(os.readlink(link)) == ours:
             link.unlink()
             removed.append(f"removed {link}")
-    config_text = _read(plan.CONFIG_FILE)
-    if config_text is not None and not purge:
-        if plan.written_by_install(config_text):
-            _remove(plan.CONFIG_FILE)
-            removed.append(f"removed {plan.CONFIG_FILE}")
-        else:
-            say(f"kept {plan.CONFIG_FILE}: edited by hand (--purge removes it)")
     if not purge:
+        removed += _drop_config(plan.CONFIG_FILE, say)
         _remove_if_empty(CONFIG_DIR)
     if removed:
         _run("systemctl", "daemon-reload")
@@ -293,6 +287,19 @@ def uninstall(purge: bool, say: Say) -> int:
     for line in removed or ["not installed: nothing to remove"]:
         say(line)
     return 0
+
+
+def _drop_config(path: Path, say: Say) -> list[str]:
+    """Uninstall's step for the config file (launchd's too): removed when install wrote it
+    and no one edited it; kept, and said, otherwise. What it removed."""
+    text = _read(path)
+    if text is None:
+        return []
+    if not plan.written_by_install(text):
+        say(f"kept {path}: edited by hand (--purge removes it)")
+        return []
+    _remove(path)
+    return [f"removed {path}"]
 
 
 def _remove_if_empty(directory: Path) -> None:
