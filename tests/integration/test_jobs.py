@@ -230,8 +230,10 @@ TORCH_JOB = Path(__file__).with_name("torch_job.py")
 
 def test_a_torch_gloo_job_runs_over_node_addresses(make_lab: LabFactory, tmp_path: Path) -> None:
     """docs/jobs.md's recipe on each node: `eval "$(babblerctl hostfile --format torch
-    --this)"`, `export GLOO_SOCKET_IFNAME`, torchrun: gloo binds the IPv4 node address by its
-    label and the all_reduce crosses a hop (n1 - n2 - n3). With Debian's torch, whose
+    --this)"`, `export GLOO_SOCKET_IFNAME`, torchrun on n1, and on n2 and n3 `export
+    $(babblerctl hostfile --format env)` instead (two of them, so one listens for the other:
+    a wrong interface there fails the job): gloo binds the IPv4 node address by its label and
+    the all_reduce crosses a hop (n1 - n2 - n3). With Debian's torch, whose
     torchrun (1.13) fails on Python 3.11 before it starts anything, each rank is started
     with the environment torchrun would give it instead."""
     python, torchrun = needs.torch()
@@ -253,6 +255,8 @@ def test_a_torch_gloo_job_runs_over_node_addresses(make_lab: LabFactory, tmp_pat
     for node in lab.nodes:
         ctl = f"{sys.executable} -m babbler.ctl.main --socket {node.socket}"
         script = f'eval "$({ctl} hostfile --format torch --this)"; export GLOO_SOCKET_IFNAME;'
+        if node is not lab.nodes[0]:  # docs/jobs.md's --format env recipe: the same job
+            script = f"export $({ctl} hostfile --format env);"
         command = ["ip", "netns", "exec", node.netns, "bash", "-c", f"{script} {start}"]
         ranks.append(subprocess.Popen(command, stderr=subprocess.PIPE, text=True))
     try:
