@@ -26,13 +26,20 @@ from typing import Any
 from babbler import __version__
 from babbler.client import Client
 from babbler.client.errors import ClientError
-from babbler.core.config import Config, merge
 from babbler.core.errors import EnvironmentProblem
 from babbler.core.platform import MACOS, SOCKET_NAME
 from babbler.daemon.keyfile import load_key
 from babbler.service import plan
 from babbler.service.program import program_problem
-from babbler.service.systemd import _drop_config, _read, _remove, _remove_if_empty, _run, _write
+from babbler.service.systemd import (
+    _drop_config,
+    _planned_config,
+    _remove,
+    _remove_if_empty,
+    _run,
+    _settings,
+    _write,
+)
 
 Say = Callable[[str], None]
 
@@ -142,10 +149,6 @@ def _babeld_problem(babeld: str) -> str | None:
     return f"{babeld} not found on the service's PATH: brew install babeld"
 
 
-def _settings(text: str | None) -> Config:
-    return merge(plan.parse_config(text) if text else {}, {}, plan.CONFIG_FILE)
-
-
 # -- install ------------------------------------------------------------------------------
 
 
@@ -157,11 +160,7 @@ def install(request: plan.Request, say: Say) -> int:
     problem = _root_problem("install-system-daemon") or program_problem(request.program, ())
     if problem:
         raise EnvironmentProblem(problem)
-    there = _read(where.config)
-    config_plan = plan.plan_config(there, request)
-    if config_plan.action == "refuse":
-        raise EnvironmentProblem("\n".join(config_plan.lines))
-    config_text = config_plan.text if config_plan.action == "write" else there
+    config_plan, config_text = _planned_config(where.config, request)
     problem = _babeld_problem(_settings(config_text).babeld)
     if problem:
         raise EnvironmentProblem(problem)

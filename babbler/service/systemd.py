@@ -115,6 +115,16 @@ def _settings(config_text: str | None) -> Config:
     return merge(plan.parse_config(config_text) if config_text else {}, {}, plan.CONFIG_FILE)
 
 
+def _planned_config(path: Path, request: plan.Request) -> tuple[plan.ConfigPlan, str | None]:
+    """What install does with the config file at `path` (launchd's too), and the text the
+    service will read there. Raises EnvironmentProblem: a file edited by hand differs."""
+    there = _read(path)
+    config_plan = plan.plan_config(there, request)
+    if config_plan.action == "refuse":
+        raise EnvironmentProblem("\n".join(config_plan.lines))
+    return config_plan, config_plan.text if config_plan.action == "write" else there
+
+
 # -- install ------------------------------------------------------------------------------
 
 
@@ -125,11 +135,7 @@ def install(request: plan.Request, say: Say) -> int:
     problem = _root_problem("install-system-daemon") or program_problem(request.program)
     if problem:
         raise EnvironmentProblem(problem)
-    there = _read(plan.CONFIG_FILE)
-    config_plan = plan.plan_config(there, request)
-    if config_plan.action == "refuse":
-        raise EnvironmentProblem("\n".join(config_plan.lines))
-    config_text = config_plan.text if config_plan.action == "write" else there
+    config_plan, config_text = _planned_config(plan.CONFIG_FILE, request)
     config = _settings(config_text)
     problem = _babeld_problem(config.babeld)
     if problem:
