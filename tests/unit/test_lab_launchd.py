@@ -20,7 +20,7 @@ from babbler.lab.macos import launchctl, shims
 from babbler.lab.macos.commands import USAGE, Failed
 from babbler.lab.macos.launchd import Launchd
 from babbler.lab.macos.server import open_server
-from tests.unit.test_macos_lab import MemoryHost, shim
+from tests.unit.test_macos_lab import LO0, MemoryHost, shim
 
 LABEL = "org.babbler.test"
 WAIT = 20.0
@@ -221,19 +221,37 @@ def test_a_program_that_ignores_sigterm_is_killed_after_exit_timeout(
 
 
 def test_launchctl_on_the_path_asks_the_nodes_launchd(tmp_path: Path) -> None:
-    """A bootout waits for the job while the server answers the job's own commands."""
-    domain = Launchd(tmp_path)
-    server = open_server(MemoryHost(), 0, domain)
+    """A bootout waits for the job while the server answers the job's own commands (as
+    babblerd runs ifconfig while it stops): launchctl is answered outside their lock."""
+    commands = tmp_path / "bin"
+    domain = Launchd(commands)
+    server = open_server(MemoryHost([LO0]), 0, domain)
     thread = threading.Thread(target=server.serve_forever)
     thread.start()
+    stopping = (
+        "import os, signal, subprocess, sys, time\n"
+        "def stop(*_):\n"
+        "    done = subprocess.run(['ifconfig', '-l'], capture_output=True, text=True)\n"
+        "    print('stopping', done.returncode, done.stdout.strip(), flush=True)\n"
+        "    sys.exit(0)\n"
+        "signal.signal(signal.SIGTERM, stop)\n"
+        "print('pid', os.getpid(), flush=True)\n"
+        "while True: time.sleep(1)\n"
+    )
     try:
-        shims.install(tmp_path / "bin", server.server_address[1])
-        path = plist(tmp_path)
-        assert shim(tmp_path / "bin", "launchctl", "bootstrap", "system", str(path))[0] == 0
-        code, out, _ = shim(tmp_path / "bin", "launchctl", "print", f"system/{LABEL}")
+        shims.install(commands, server.server_address[1])
+        path = plist(tmp_path, ProgramArguments=[sys.executable, "-c", stopping])
+        assert shim(commands, "launchctl", "bootstrap", "system", str(path))[0] == 0
+        log = tmp_path / "job.log"
+        until(lambda: pids(log))
+        code, out, _ = shim(commands, "launchctl", "print", f"system/{LABEL}")
         assert code == 0
         assert out.startswith(f"system/{LABEL} = {{\n".encode())
-        assert shim(tmp_path / "bin", "launchctl", "bootout", f"system/{LABEL}")[0] == 0
+        assert b"\tstate = running\n" in out
+        started = time.monotonic()
+        assert shim(commands, "launchctl", "bootout", f"system/{LABEL}")[0] == 0
+        assert time.monotonic() - started < 4  # not its ExitTimeOut (5 s), then SIGKILL
+        assert log.read_text().splitlines()[-1] == "stopping 0 lo0"
     finally:
         domain.stop_all()
         server.shutdown()
