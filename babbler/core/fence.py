@@ -19,7 +19,9 @@ taking the host's other traffic. So:
   sends nothing through it, whatever source it writes (IPv6 has no reverse-path filter);
 - this host's own traffic to a mesh address without a route fails at once instead of
   leaving by the default route; IPv4 cable addresses (the kernel's connected /31 routes, in
-  `main`) are looked up in `main` without its default route;
+  `main`) are looked up in `main` without its default route, before babeld's table, so a
+  cable's far end is reached over that cable while it is plugged in, and by its detour
+  through the mesh (a /32 babeld learned) only while it is out (DESIGN.md "IPv4");
 - when IPv6 forwarding was off before babblerd (Linux forwards IPv6 for all links or none),
   nothing that comes in on another link is forwarded anywhere (`blackhole`: dropped
   silently, as forwarding off drops it).
@@ -32,6 +34,7 @@ would churn on a large mesh).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv4Network, IPv6Network
@@ -104,29 +107,23 @@ def plan(
     forwarding = links if carrying is None else sorted(set(carrying) & set(links))
     out: set[Rule] = set()
     for family, prefix in ((6, prefix_v6), (4, prefix_v4)):
-        out |= {Rule(family, PRIORITY + 2, "unreachable", iif=link) for link in links}
+        out |= {Rule(family, PRIORITY + 3, "unreachable", iif=link) for link in links}
         if prefix is None:
             continue
         for mine in _own(own, family):
             out |= {Rule(family, PRIORITY, "blackhole", iif=link, src=mine) for link in links}
         net = str(prefix)
-        out.add(Rule(family, PRIORITY + 1, "lookup", iif=LOOPBACK, dst=net, table=TABLE))
+        if family == 4:
+            # cable addresses: main's connected /31s, never its default route, and before
+            # babeld's table: that one holds a pulled cable's far end as a /32 (its detour),
+            # as `unreachable` for up to a minute after babeld retracted it
+            main = Rule(4, PRIORITY + 1, "lookup", LOOPBACK, dst=net, table=254)
+            out.add(dataclasses.replace(main, suppress_prefixlength=0))
+        out.add(Rule(family, PRIORITY + 2, "lookup", iif=LOOPBACK, dst=net, table=TABLE))
         out |= {
-            Rule(family, PRIORITY + 1, "lookup", iif=link, src=net, dst=net, table=TABLE)
+            Rule(family, PRIORITY + 2, "lookup", iif=link, src=net, dst=net, table=TABLE)
             for link in forwarding
         }
-        if family == 4:  # cable addresses: main's connected /31s, never its default route
-            out.add(
-                Rule(
-                    4,
-                    PRIORITY + 3,
-                    "lookup",
-                    LOOPBACK,
-                    dst=net,
-                    table=254,
-                    suppress_prefixlength=0,
-                )
-            )
         out.add(Rule(family, PRIORITY + 4, "unreachable", dst=net))
     if no_forwarding_v6:
         out.add(Rule(6, LAST_PRIORITY, "blackhole", iif=LOOPBACK, invert=True))

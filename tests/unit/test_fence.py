@@ -92,7 +92,21 @@ def test_with_no_mesh_link_the_host_still_reaches_what_babeld_installed() -> Non
     rules = fence.plan(set(), V6, V4, no_forwarding_v6=False)
     assert decide(rules, "lo", MESH_V4, HOST) == "mesh"
     assert {r.iif for r in rules if r.action == "lookup"} == {"lo"}
-    assert str(min(rules)) == "-4 pref 6697 iif lo to 10.77.0.0/16 lookup 96"
+    assert (
+        str(min(rules)) == "-4 pref 6697 iif lo to 10.77.0.0/16 lookup 254 suppress_prefixlength 0"
+    )
+
+
+def test_a_cable_is_reached_over_itself_while_plugged_and_by_its_detour_while_out() -> None:
+    """A pulled cable's far end is announced from its loopback (a /32 in babeld's table, and
+    after the cable is back its retraction, `unreachable`, for up to a minute): while the
+    /31 is back in main, main's connected route wins; while it is not, the detour."""
+    rules = fence.plan({"tb1", "tb2"}, V6, V4, no_forwarding_v6=False)
+    detour = {MAIN: HOST[MAIN], TABLE: [*HOST[TABLE], "10.77.200.1/32"]}
+    assert decide(rules, "lo", "10.77.200.1", detour) == "main"  # plugged in: over it
+    out = {MAIN: ["0.0.0.0/0", "192.168.1.0/24"], TABLE: detour[TABLE]}
+    assert decide(rules, "lo", "10.77.200.1", out) == "mesh"  # pulled: through the mesh
+    assert decide(rules, "tb2", "10.77.200.1", out) == "mesh"  # forwarded on the way
 
 
 # What a stranger cabled to a node announced (issue 29), had it reached babeld's table:
