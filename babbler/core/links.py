@@ -112,6 +112,9 @@ class AddressChange:
     # IPv6: valid but not preferred as a source (preferred lifetime 0), so that connections
     # leave from the node address and outlive the link (DESIGN.md "Source address").
     deprecated: bool = False
+    # IPv4: a cable address the loopback holds while its cable is out (its detour): not the
+    # node address, so not labelled as that is (platform.NODE_ADDRESS_LABEL)
+    held: bool = False
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,10 @@ class Platform:
     babeld_v4_via_v6: bool
     babeld_export_table: bool  # babeld installs into table 96, which the fence looks up
     fence: bool  # policy-routing rules (core/fence.py): Linux has them, macOS none
+    # A pulled cable's addresses held on the loopback and announced, so its connections
+    # take a detour through the mesh (DESIGN.md "IPv4"). Needs the fence: with babeld's
+    # routes in the main table (macOS) a /32 would beat the cable's own /31 while plugged.
+    cable_detours: bool
     per_link_settings: bool  # /proc/sys per link, or macOS's global sysctl(8) names
     early_start: bool  # babeld spawned before the heavy imports (sysfs, the death signal)
     # Children get SIGKILL when babblerd dies (PR_SET_PDEATHSIG). macOS cannot: there babeld
@@ -55,6 +59,7 @@ LINUX = Platform(
     babeld_v4_via_v6=True,
     babeld_export_table=True,
     fence=True,
+    cable_detours=True,
     per_link_settings=True,
     early_start=True,
     children_die_with_babblerd=True,
@@ -69,6 +74,7 @@ MACOS = Platform(
     babeld_v4_via_v6=False,
     babeld_export_table=False,
     fence=False,
+    cable_detours=False,
     per_link_settings=False,
     early_start=False,
     children_die_with_babblerd=False,

@@ -22,6 +22,7 @@ from babbler.core.ipv4 import (
     Cable,
     HostRoute,
     cable_ends,
+    cable_half,
     cable_subnets,
     clash,
     node_address_v4,
@@ -99,18 +100,21 @@ class Ipv4:
             return None
         return node_address_v4(self.prefix, self.node_id, self.attempt)
 
-    def babeld_filters(self) -> list[str]:
-        """babeld's IPv4 lines (-C): announce the node half only (the node address; cable
-        addresses stay off the mesh), learn the prefix's host routes (/32s) and no other
-        IPv4 route, install others' node addresses with ours as their source; with a
+    def babeld_filters(self, detours_from: str | None = None) -> list[str]:
+        """babeld's IPv4 lines (-C): announce the node half (the node address) and, with
+        `detours_from` (the loopback's name), the cable addresses held there while their
+        cable is out, never one on its cable; learn the prefix's host routes (/32s) and no
+        other IPv4 route, install others' with our node address as their source; with a
         clash, install none of the prefix."""
         if self.prefix is None:
             return []
         learn = f"in ip {self.prefix} ge 32 allow"
         if self.problem is not None or self.node_address is None:
             return [learn, f"install ip {self.prefix} deny"]
+        held = [f"redistribute local ip {cable_half(self.prefix)} if {detours_from}"]
         return [
             f"redistribute local ip {node_half(self.prefix)}",
+            *(held if detours_from else []),
             learn,
             f"install ip {self.prefix} pref-src {self.node_address}",
         ]
@@ -152,16 +156,23 @@ class Ipv4:
         return out
 
     def wanted(
-        self, links: Links, selector: Selector, active: bool, cables: Iterable[Cabled]
+        self,
+        links: Links,
+        selector: Selector,
+        active: bool,
+        cables: Iterable[Cabled],
+        out: Iterable[Cabled] = (),
     ) -> dict[str, set[IPv4Interface]]:
-        """Interface name -> the IPv4 addresses it should hold now."""
+        """Interface name -> the IPv4 addresses it should hold now. `out`: cables held
+        while pulled, whose addresses the loopback holds as /32s (their detour)."""
         wanted: dict[str, set[IPv4Interface]] = {}
         node = self.node_address
         if not active or node is None:
             return wanted
         for name, link in links.items():
             if link.is_loopback:
-                wanted.setdefault(name, set()).add(IPv4Interface(f"{node}/32"))
+                held = {IPv4Interface(f"{cable.address}/32") for cable in out}
+                wanted.setdefault(name, set()).update({IPv4Interface(f"{node}/32"), *held})
         for cable in cables:
             used = links.get(cable.interface)
             if used is not None and selector.usable(used):

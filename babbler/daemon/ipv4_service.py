@@ -10,6 +10,7 @@ node address) ends the running babeld through `restart`: its filters are fixed a
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
@@ -41,6 +42,13 @@ CLASH_RECHECK = 5.0
 # routes away from a lost neighbour (about a second at hello 0.1 s); a neighbour that comes
 # back meanwhile finds its address still there.
 CABLE_HOLD = 30.0
+# A cable pulled out (its link gone or unusable: Linux takes a Thunderbolt link away with
+# its cable) keeps its address this long, as a /32 on the loopback that babeld announces,
+# so a job's connection between two cable addresses takes a detour through the mesh until
+# the cable is back (DESIGN.md "IPv4"). Thunderbolt links that drop under load or a cable
+# re-seated come back within seconds; a far end gone for good should not keep an address
+# in the mesh for longer than a job would wait for it.
+DETOUR_HOLD = 60.0
 
 
 def cable_ends_of(table: MeshTable) -> tuple[dict[str, IPv6Address], list[tuple[str, IPv6Address]]]:
@@ -79,18 +87,22 @@ class Ipv4Service:
         kernel: Kernel,
         restart: Callable[[str], None],
         gated: bool = False,
+        detours: bool = False,
     ) -> None:
         """`gated`: babeld has no v4-via-v6 here (macOS), so a new link waits for its /31
-        before babeld is told (`ready`, farprobe.py)."""
+        before babeld is told (`ready`, farprobe.py). `detours`: a pulled cable's address
+        is held on the loopback for DETOUR_HOLD (platform.cable_detours)."""
         self.state = state
         self._kernel = kernel
         self._restart = restart
         self._gated = gated
+        self._detours = detours
         self.probes: dict[Appearance, Probe] = {}  # each appearance's far-end probe
         self.told: set[Appearance] = set()  # appearances `ready` let babeld have
         self.cables: list[Cabled] = []
         self._seen: dict[Cabled, float] = {}  # every cable held: when babeld last had it
         self._current: set[Cabled] = set()  # those babeld has now
+        self.out: set[Cabled] = set()  # those held while their cable is out (on the loopback)
         self._wanted: set[tuple[str, IPv4Interface]] = set()
         self.read_problem: str | None = None  # the routes could not be read last time: why
         self._checked_at = -math.inf  # when a reconcile last checked for a clash (trio time)
@@ -103,9 +115,10 @@ class Ipv4Service:
             "ipv4_prefix": None if state.prefix is None else str(state.prefix),
             "node_address_v4": None if state.node_address is None else str(state.node_address),
             "ipv4_problem": state.problem,
-            "addresses_v4": [
+            "addresses_v4": [  # a cable that is out is no cable to use (for a new job)
                 {"interface": c.interface, "address": str(c.address), "peer": str(c.peer)}
                 for c in self.cables
+                if c not in self.out
             ],
         }
 
@@ -134,23 +147,39 @@ class Ipv4Service:
         current = self.state.cables(interfaces, neighbours) if active else []
         self._current = set(current)
         self._seen.update(dict.fromkeys(current, now))
+        plugged = {c for c in self._seen if _usable(links, selector, c.interface)}
+
+        def hold(cable: Cabled) -> float:  # one back from its detour keeps the longer hold
+            if cable not in plugged:
+                return self._out_hold
+            return max(CABLE_HOLD, self._out_hold) if cable in self.out else CABLE_HOLD
+
         self._seen = {
             cable: seen
             for cable, seen in self._seen.items()
-            if active
-            and self.state.on
-            and now - seen < CABLE_HOLD
-            and (link := links.get(cable.interface)) is not None
-            and selector.usable(link)
+            if active and self.state.on and now - seen < hold(cable)
         }
         self.cables = sorted(self._seen, key=lambda c: (c.interface, c.address))
-        wanted = self.state.wanted(links, selector, active, self.cables)
+        self.out = set(self._seen) - plugged
+        wanted = self.state.wanted(links, selector, active, self.cables, self.out)
         todo = plan_v4(links, wanted, self.state.recorded)
         self._wanted = {(name, a) for name, addresses in wanted.items() for a in addresses}
+        if self.out:  # the loopback's cable addresses: not labelled as the node address
+            held = {cable.address for cable in self.out}
+            todo = AddressPlan(
+                tuple(dataclasses.replace(c, held=c.address in held) for c in todo.add),
+                todo.remove,
+            )
         if todo.add:
             adds = {(c.interface, _interface(c)) for c in todo.add}
             self._keep_record(self.state.recorded | adds)
         return todo
+
+    @property
+    def _out_hold(self) -> float:
+        """How long a cable that is out keeps its address: on the loopback for DETOUR_HOLD
+        where detours run, else not at all."""
+        return DETOUR_HOLD if self._detours else 0.0
 
     # -- new links on a platform without v4-via-v6 ----------------------------------------------
 
@@ -255,7 +284,11 @@ class Ipv4Service:
     def next_expiry(self) -> float:
         """When the next cable held after its neighbour left is due to go, or the next far
         end found by a probe and never met by babeld is forgotten (trio time)."""
-        held = [seen + CABLE_HOLD for c, seen in self._seen.items() if c not in self._current]
+        held = [
+            seen + (self._out_hold if c in self.out else CABLE_HOLD)
+            for c, seen in self._seen.items()
+            if c not in self._current
+        ]
         found = [p.until + CABLE_HOLD for p in self.probes.values() if p.far is not None]
         return min(held + found, default=math.inf)
 
@@ -326,6 +359,11 @@ class Ipv4Service:
         )
         self._restart("IPv4 node address moved")
         return True
+
+
+def _usable(links: Links, selector: Selector, name: str) -> bool:
+    link = links.get(name)
+    return link is not None and selector.usable(link)
 
 
 def _interface(change: AddressChange) -> IPv4Interface:

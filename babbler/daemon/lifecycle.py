@@ -89,7 +89,8 @@ class Daemon:
         )
         state = Ipv4.load(config.ipv4_prefix, config.state_dir, node.value)
         gated = not config.platform.babeld_v4_via_v6  # macOS: a new cable's /31 first
-        self.ipv4 = Ipv4Service(state, kernel, self.moves.ipv4_changed, gated)
+        detours = config.platform.cable_detours  # a pulled cable's connections go round
+        self.ipv4 = Ipv4Service(state, kernel, self.moves.ipv4_changed, gated, detours)
         kernel_health = KernelHealth(*tunables.kernel_retry)
         self.nodes = NodeService(
             me=lambda: identity.node_id,

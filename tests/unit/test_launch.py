@@ -7,7 +7,8 @@ from ipaddress import IPv4Network
 from pathlib import Path
 
 from babbler.core.config import Config
-from babbler.daemon.babeld.launch import Launch
+from babbler.core.platform import LINUX, MACOS
+from babbler.daemon.babeld.launch import Launch, launch_for
 from babbler.daemon.ipv4 import Ipv4
 
 
@@ -47,3 +48,25 @@ def test_babeld_learns_only_the_meshs_host_routes(tmp_path: Path) -> None:
 def test_without_ipv4_babeld_learns_no_ipv4_route(tmp_path: Path) -> None:
     args = launch(tmp_path, None)
     assert filters(args, "in") == ["in ip fde0:20c6:1fa7::/48 ge 128 allow", "in deny"]
+
+
+def test_held_cable_addresses_are_announced_from_the_loopback_only_where_detours_run(
+    tmp_path: Path,
+) -> None:
+    """A pulled cable's address is held on the loopback and announced (its detour) on Linux;
+    never an address on a cable, and nothing of the kind on macOS (no fence there)."""
+    ipv4 = Ipv4.load(IPv4Network("10.77.0.0/16"), tmp_path, 0x1A2B3C4D5E6F)
+    lines = {}
+    for platform in (LINUX, MACOS):
+        config = Config(run_dir=tmp_path / "run", state_dir=tmp_path / "state", platform=platform)
+        built = launch_for(
+            config, None, ipv4, 0x1A2B3C4D5E6F, "02:00:00:00:00:00:00:01", "e1", None
+        )
+        lines[platform.key] = filters(built.args(), "redistribute")
+    assert lines["linux"] == [
+        "redistribute local ip fde0:20c6:1fa7:ffff:1a2b:3c4d:5e6f:0/112",
+        "redistribute local ip 10.77.0.0/17",
+        "redistribute local ip 10.77.128.0/17 if lo",
+        "redistribute local deny",
+    ]
+    assert "redistribute local ip 10.77.128.0/17 if lo" not in lines["macos"]

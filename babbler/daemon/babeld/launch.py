@@ -16,7 +16,7 @@ from pathlib import Path
 from babbler.core.addressing import MESH_PREFIX, node_range
 from babbler.core.config import Config
 from babbler.core.cost import UNKNOWN_COST, link_cost
-from babbler.core.fence import TABLE
+from babbler.core.fence import LOOPBACK, TABLE
 from babbler.core.links import Link
 from babbler.core.meshkey import KEY_ID, MeshKey
 from babbler.core.platform import Platform
@@ -163,7 +163,8 @@ def launch_for(
     id (so any drift, options or filters, means a babeld of its own). `link`: the first
     interface as read now (its cost), None when it is not there."""
     options = link_options(config, key is not None, ipv4.prefix is not None, link)
-    filters = tuple(ipv4.babeld_filters())
+    held = LOOPBACK if config.platform.cable_detours else None
+    filters = tuple(ipv4.babeld_filters(detours_from=held))
     return Launch.build(config, key, router_id, str(node_range(node_id)), first, options, filters)
 
 

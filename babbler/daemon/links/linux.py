@@ -224,7 +224,7 @@ class LinuxKernel:
             ]
             if adding:  # not when removing: the kernel then wants labels to match
                 label = NODE_ADDRESS_LABEL
-                if change.interface != LOOPBACK:
+                if change.interface != LOOPBACK or change.held:
                     label = cable_address_label(change.interface)
                 msg["attrs"].append(("IFA_LABEL", label))
             return msg
