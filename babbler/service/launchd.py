@@ -157,7 +157,9 @@ def install(request: plan.Request, say: Say) -> int:
     "no change"), wait until it answers, print its status. Raises EnvironmentProblem
     (refused, nothing changed; or a step failed) and ConfigError."""
     where = paths()
-    problem = _root_problem("install-system-daemon") or program_problem(request.program, ())
+    problem = _root_problem("install-system-daemon") or program_problem(
+        request.program, (), f"install babbler for root: {plan.ROOT_INSTALL_MACOS}"
+    )
     if problem:
         raise EnvironmentProblem(problem)
     config_plan, config_text = _planned_config(where.config, request)

@@ -276,26 +276,38 @@ class Chain:
 
 # Directories systemd's ProtectHome hides from the unit, where a user's venv would be.
 HIDDEN = (Path("/home"), Path("/root"), Path("/run/user"))
-# The one command that puts babbler where a service may run it (docs/operations.md).
+# The one command that puts babbler where a service may run it (docs/operations.md): from
+# a checkout or its wheel. Never `pip install babbler`: that name on PyPI is another project.
 ROOT_INSTALL = (
     "sudo python3 -m venv /usr/local/lib/babbler && "
-    "sudo /usr/local/lib/babbler/bin/pip install babbler && "
+    "sudo /usr/local/lib/babbler/bin/pip install /path/to/babbler-checkout && "
     "sudo /usr/local/lib/babbler/bin/babblerd install-system-daemon"
+)
+# On a Mac, Homebrew's Python (and /usr/local/lib on an Intel Mac) is the user's, so a venv
+# made with it is refused again: python.org's Python made root's alone, a venv in /opt
+# (docs/macos.md "What the lab cannot show").
+ROOT_INSTALL_MACOS = (
+    "sudo chmod -R go-w /Library/Frameworks/Python.framework && "
+    "sudo /Library/Frameworks/Python.framework/Versions/Current/bin/python3 -m venv "
+    "/opt/babbler && sudo /opt/babbler/bin/pip install /path/to/babbler-checkout && "
+    "sudo /opt/babbler/bin/babblerd install-system-daemon (python.org's Python; "
+    "Homebrew's is the user's)"
 )
 
 
-def untrusted(chains: Sequence[Chain], hidden: Sequence[Path] = HIDDEN) -> str | None:
+def untrusted(
+    chains: Sequence[Chain], hidden: Sequence[Path] = HIDDEN, fix: str | None = None
+) -> str | None:
     """Why a service must not run this program, in one line, or None: each path from / to
     the interpreter, the babblerd script and the babbler package must be root's and not
     writable by group or others (else that user or group could run code as root), and
-    none may lie where the unit cannot see (ProtectHome)."""
+    none may lie where the unit cannot see (ProtectHome). `fix`: the way out said (default:
+    install babbler for root, ROOT_INSTALL)."""
+    fix = fix or f"install babbler for root: {ROOT_INSTALL}"
     for chain in chains:
         for unseen in hidden:  # systemd's ProtectHome; launchd hides nothing
             if chain.target.is_relative_to(unseen):
-                return (
-                    f"{chain.target} is under {unseen}, which the service cannot see; "
-                    f"install babbler for root: {ROOT_INSTALL}"
-                )
+                return f"{chain.target} is under {unseen}, which the service cannot see; {fix}"
         for step in chain.steps:
             mode = stat.S_IMODE(step.mode)
             if step.uid != 0 or mode & 0o022:
@@ -308,6 +320,6 @@ def untrusted(chains: Sequence[Chain], hidden: Sequence[Path] = HIDDEN) -> str |
                 )
                 return (
                     f"{step.path} ({who}) would let a user run code as root through "
-                    f"{chain.target}; install babbler for root: {ROOT_INSTALL}"
+                    f"{chain.target}; {fix}"
                 )
     return None

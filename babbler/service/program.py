@@ -43,7 +43,9 @@ def imported_from() -> list[Path]:
     return paths
 
 
-def program_problem(program: Path, hidden: Sequence[Path] = HIDDEN) -> str | None:
+def program_problem(
+    program: Path, hidden: Sequence[Path] = HIDDEN, fix: str | None = None
+) -> str | None:
     """Why a root service must not run `program` (one line), or None. `hidden`: where the
-    service cannot see (systemd's ProtectHome; none under launchd)."""
-    return untrusted([chain(path) for path in (program, *imported_from())], hidden)
+    service cannot see (systemd's ProtectHome; none under launchd); `fix`: the way out."""
+    return untrusted([chain(path) for path in (program, *imported_from())], hidden, fix)

@@ -73,3 +73,24 @@ def test_install_refuses_without_launchctl_changing_nothing(
     with pytest.raises(EnvironmentProblem, match="run it as root: sudo babblerd"):
         launchd.uninstall(False, print)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_on_a_mac_homebrews_python_is_refused_with_a_way_out_that_works(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Homebrew's Python is the user's: the way out must not be another venv made with it
+    (nor one in /usr/local/lib, the user's on an Intel Mac), but python.org's made root's."""
+    from babbler.service import program
+
+    cellar = Path("/opt/homebrew/Cellar/python@3.12/3.12.1/bin/python3.12")
+    steps = (plan.PathFacts(Path("/"), 0, 0o40755), plan.PathFacts(cellar, 501, 0o100755))
+    monkeypatch.setattr(program, "chain", lambda path: plan.Chain(cellar, steps))
+    monkeypatch.setattr(launchd, "_root_problem", lambda what: None)
+    monkeypatch.setenv(launchd.ROOT_VARIABLE, str(tmp_path))
+    with pytest.raises(EnvironmentProblem) as raised:
+        launchd.install(plan.Request({}, program=PROGRAM), print)
+    said = str(raised.value)
+    assert said.startswith(f"{cellar} (owned by uid 501) would let a user run code as root")
+    assert "sudo python3 -m venv" not in said and "/usr/local/lib" not in said
+    assert "/Library/Frameworks/Python.framework/Versions/Current/bin/python3 -m venv" in said
+    assert list(tmp_path.iterdir()) == []

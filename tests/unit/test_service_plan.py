@@ -3,6 +3,7 @@ told apart and what differs said, the unit's drop-ins, and the program root's al
 
 from __future__ import annotations
 
+import re
 import stat
 import subprocess
 import sys
@@ -220,3 +221,16 @@ def test_install_refuses_unknown_and_fixed_flags_with_one_line() -> None:
         )
         assert done.returncode == 2, (args, done.stderr)
         assert said in done.stderr, (args, done.stderr)
+
+
+ROOT = Path(__file__).resolve().parents[2]
+PYPI_BABBLER = re.compile(r"pip install (--upgrade )?babbler($|[\s&`;)])", re.MULTILINE)
+
+
+def test_the_way_out_never_installs_pypis_babbler() -> None:
+    """`babbler` on PyPI is someone else's project: root must install the checkout."""
+    for text in (plan.ROOT_INSTALL, plan.ROOT_INSTALL_MACOS):
+        assert not PYPI_BABBLER.search(text), text
+    for doc in ("README.md", "docs/operations.md", "docs/macos.md"):
+        assert not PYPI_BABBLER.search((ROOT / doc).read_text()), doc
+    assert "pip install /path/to/babbler-checkout" in plan.ROOT_INSTALL
