@@ -30,7 +30,7 @@ from babbler.core.errors import EnvironmentProblem
 from babbler.core.platform import MACOS, SOCKET_NAME
 from babbler.daemon.keyfile import load_key
 from babbler.service import plan
-from babbler.service.program import program_problem
+from babbler.service.program import babeld_problem, program_problem
 from babbler.service.systemd import (
     _drop_config,
     _planned_config,
@@ -49,6 +49,7 @@ ROOT_VARIABLE = "BABBLER_MAC_ROOT"  # the macOS lab's per-node root; unset on a 
 WAIT_SECONDS = 60.0  # for the public socket to answer `status` after a start
 POLL_SECONDS = 0.2
 LOG = Path("/var/log/babblerd.log")
+BABELD_COPY = "/opt/babbler/bin/babeld"  # root's copy of Homebrew's (docs/operations.md)
 
 
 @dataclass(frozen=True)
@@ -144,8 +145,14 @@ def _root_problem(what: str) -> str | None:
 
 
 def _babeld_problem(babeld: str) -> str | None:
-    if shutil.which(babeld, path=_service_path()) is not None:
-        return None
+    found = shutil.which(babeld, path=_service_path())
+    if found is not None:  # Homebrew's is the user's: root's copy (docs/operations.md)
+        return babeld_problem(
+            found,
+            (),
+            f"copy it for root: sudo install -o root -g wheel -m 0755 {found} "
+            f"{BABELD_COPY}, then install with --babeld {BABELD_COPY}",
+        )
     return f"{babeld} not found on the service's PATH: brew install babeld"
 
 

@@ -49,3 +49,9 @@ def program_problem(
     """Why a root service must not run `program` (one line), or None. `hidden`: where the
     service cannot see (systemd's ProtectHome; none under launchd); `fix`: the way out."""
     return untrusted([chain(path) for path in (program, *imported_from())], hidden, fix)
+
+
+def babeld_problem(found: str, hidden: Sequence[Path], fix: str) -> str | None:
+    """Why the service must not run the babeld at `found` (one line), or None: it runs
+    with the service's rights, so it must be root's alone and where the service sees."""
+    return untrusted([chain(Path(found))], hidden, fix)

@@ -23,7 +23,7 @@ from babbler.core.errors import EnvironmentProblem
 from babbler.core.platform import LINUX, SOCKET_NAME
 from babbler.daemon.keyfile import load_key
 from babbler.service import plan
-from babbler.service.program import program_problem
+from babbler.service.program import babeld_problem, program_problem
 
 Say = Callable[[str], None]
 
@@ -103,8 +103,13 @@ def _root_problem(what: str) -> str | None:
 
 
 def _babeld_problem(babeld: str) -> str | None:
-    if shutil.which(babeld, path=SERVICE_PATH) is not None:
-        return None
+    found = shutil.which(babeld, path=SERVICE_PATH)
+    if found is not None:
+        return babeld_problem(
+            found,
+            plan.HIDDEN,
+            "use a babeld only root can write: sudo apt-get install babeld, without --babeld",
+        )
     if shutil.which("apt-get") is not None:
         return f"{babeld} not found on the service's PATH: sudo apt-get install babeld"
     return f"{babeld} not found on the service's PATH ({SERVICE_PATH}): install babeld"

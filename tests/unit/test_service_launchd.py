@@ -94,3 +94,24 @@ def test_on_a_mac_homebrews_python_is_refused_with_a_way_out_that_works(
     assert "sudo python3 -m venv" not in said and "/usr/local/lib" not in said
     assert "/Library/Frameworks/Python.framework/Versions/Current/bin/python3 -m venv" in said
     assert list(tmp_path.iterdir()) == []
+
+
+def test_on_a_mac_homebrews_babeld_is_refused_with_a_copy_for_root(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The LaunchDaemon runs babeld as root: a Homebrew babeld (the user's) is refused, and
+    the way out is root's copy, named with --babeld."""
+    import shutil
+
+    from babbler.service import program
+
+    brewed = "/opt/homebrew/sbin/babeld"
+    steps = (plan.PathFacts(Path("/"), 0, 0o40755), plan.PathFacts(Path(brewed), 501, 0o100755))
+    monkeypatch.setattr(program, "chain", lambda path: plan.Chain(path, steps))
+    monkeypatch.setattr(shutil, "which", lambda name, path=None: brewed)
+    said = launchd._babeld_problem("babeld")
+    assert said is not None and said.startswith(f"{brewed} (owned by uid 501)")
+    assert said.endswith(
+        f"sudo install -o root -g wheel -m 0755 {brewed} /opt/babbler/bin/babeld, "
+        "then install with --babeld /opt/babbler/bin/babeld"
+    )

@@ -120,3 +120,22 @@ def test_a_relative_key_file_is_handed_to_systemd_whole(
     with pytest.raises(SystemExit):
         command.run(["install-system-daemon", "--key-file", "keys/mesh.key", "--platform", "linux"])
     assert seen[0].key_file == tmp_path / "keys/mesh.key"
+
+
+def test_a_babeld_others_can_write_is_refused(
+    host: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """babeld runs with the service's rights: --babeld at a file a user can write (here
+    under /tmp, writable by all) or under /home (hidden by ProtectHome) is refused."""
+    babeld = tmp_path / "babeld"
+    babeld.write_text("#!/bin/sh\n")
+    babeld.chmod(0o755)
+    monkeypatch.setattr(shutil, "which", lambda name, path=None: str(babeld))
+    said = refusal(Request({"babeld": str(babeld)}))
+    assert "would let a user run code as root through " + str(babeld) in said
+    assert said.endswith("sudo apt-get install babeld, without --babeld")
+    assert files(host) == []
+    monkeypatch.setattr(shutil, "which", lambda name, path=None: "/home/ann/bin/babeld")
+    assert "which the service cannot see" in refusal(Request({}))
+    monkeypatch.setattr(shutil, "which", lambda name, path=None: "/bin/sh")
+    assert systemd._babeld_problem("babeld") is None  # root's alone
