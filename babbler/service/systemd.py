@@ -46,9 +46,19 @@ OURS = ("program.conf", "key.conf", "ipv4-prefix.conf")  # the drop-ins install 
 
 
 def _run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(
-        list(args), capture_output=True, text=True, timeout=COMMAND_SECONDS, check=False
-    )
+    """Run a command; raises EnvironmentProblem (one line) when it cannot run, does not
+    finish in COMMAND_SECONDS or, with `check`, fails."""
+    try:
+        done = subprocess.run(
+            list(args), capture_output=True, text=True, timeout=COMMAND_SECONDS, check=False
+        )
+    except subprocess.TimeoutExpired:
+        raise EnvironmentProblem(
+            f"{' '.join(args)} did not finish within {COMMAND_SECONDS:g} s: "
+            "the system's log says why"
+        ) from None
+    except OSError as error:
+        raise EnvironmentProblem(f"{args[0]} could not run: {error.strerror}") from None
     if check and done.returncode != 0:
         detail = (done.stderr or done.stdout).strip().splitlines()
         raise EnvironmentProblem(
@@ -60,23 +70,29 @@ def _run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
 def _read(path: Path) -> str | None:
     try:
         return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return None
     except UnicodeDecodeError:
         return ""  # not ours, whatever it is: differs from anything install writes
+    except OSError as error:
+        raise EnvironmentProblem(f"could not read {path}: {error.strerror}") from None
 
 
 def _write(path: Path, text: str, mode: int = 0o644) -> bool:
-    """Write `text` (root's, `mode`) unless the file holds it already; whether it changed."""
+    """Write `text` (root's, `mode`) unless the file holds it already; whether it changed.
+    Raises EnvironmentProblem (one line) when it cannot."""
     if _read(path) == text:
         return False
-    path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.new")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode)
-    with os.fdopen(fd, "w", encoding="utf-8") as file:
-        file.write(text)
-    os.chmod(temporary, mode)
-    os.replace(temporary, path)
+    try:
+        path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode)
+        with os.fdopen(fd, "w", encoding="utf-8") as file:
+            file.write(text)
+        os.chmod(temporary, mode)
+        os.replace(temporary, path)
+    except OSError as error:
+        raise EnvironmentProblem(f"could not write {path}: {error.strerror}") from None
     return True
 
 

@@ -139,3 +139,51 @@ def test_a_babeld_others_can_write_is_refused(
     assert "which the service cannot see" in refusal(Request({}))
     monkeypatch.setattr(shutil, "which", lambda name, path=None: "/bin/sh")
     assert systemd._babeld_problem("babeld") is None  # root's alone
+
+
+def _said_by_command(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, step: object
+) -> tuple[int, str]:
+    """What `babblerd install-system-daemon` says when `step` fails inside it."""
+
+    def install(request: Request, say: object) -> int:
+        assert callable(step)
+        step()
+        return 0
+
+    monkeypatch.setattr(systemd, "install", install)
+    with pytest.raises(SystemExit) as exited:
+        command.run(["install-system-daemon", "--platform", "linux"])
+    return int(str(exited.value.code)), capsys.readouterr().err
+
+
+def test_a_command_that_cannot_run_is_one_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, err = _said_by_command(
+        capsys, monkeypatch, lambda: systemd._run("babbler-h6-no-such-program", "x")
+    )
+    assert (code, err) == (
+        1,
+        "babblerd: babbler-h6-no-such-program could not run: No such file or directory\n",
+    )
+
+
+def test_a_command_that_hangs_is_one_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(systemd, "COMMAND_SECONDS", 0.2)
+    code, err = _said_by_command(capsys, monkeypatch, lambda: systemd._run("sleep", "5"))
+    assert (code, err) == (
+        1,
+        "babblerd: sleep 5 did not finish within 0.2 s: the system's log says why\n",
+    )
+
+
+def test_a_file_that_cannot_be_written_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "etc").write_text("a file where a directory should be")
+    target = tmp_path / "etc/babbler/babblerd.toml"
+    code, err = _said_by_command(capsys, monkeypatch, lambda: systemd._write(target, "x"))
+    assert (code, err) == (1, f"babblerd: could not write {target}: Not a directory\n")
