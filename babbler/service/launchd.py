@@ -39,6 +39,7 @@ from babbler.service.systemd import (
     _run,
     _settings,
     _write,
+    _wrote_config,
 )
 
 Say = Callable[[str], None]
@@ -184,32 +185,30 @@ def install(request: plan.Request, say: Say) -> int:
     if config_plan.action == "write" and config_plan.text is not None:
         config_changed = _write(where.config, config_plan.text)
         if config_changed:
-            changed.append(f"wrote {where.config}")
+            changed += _wrote_config(where.config, config_plan)
     wanted = plist_bytes(request.program, key_file, where, config_text is not None)
     plist_changed = _write(where.plist, wanted.decode())
     where.log.parent.mkdir(mode=0o755, parents=True, exist_ok=True)  # a Mac has /var/log
     if plist_changed:
         changed.append(f"wrote {where.plist}")
 
+    for line in changed:  # said before the wait: a timeout must not hide what was written
+        say(line)
+    started = ""
     if not _loaded():
         _launchctl("bootstrap", "system", str(where.plist))
-        changed.append("started babblerd (launchctl bootstrap)")
+        started = "started babblerd (launchctl bootstrap)"
     else:
         running = _running_version(where)
         if plist_changed or config_changed or running != __version__:
             _launchctl("bootout", f"system/{LABEL}")
             _launchctl("bootstrap", "system", str(where.plist))
-            why = (
-                "its files changed"
-                if running == __version__
-                else f"was {running}"
-                if running
-                else "it did not answer"
-            )
-            changed.append(f"restarted babblerd ({why})")
+            started = f"restarted babblerd ({plan.restart_reason(running, __version__)})"
+    if started:
+        say(started)
     _wait_for_socket(where)
-    for line in changed or ["no change: babblerd is installed and running"]:
-        say(line)
+    if not changed and not started:
+        say("no change: babblerd is installed and running")
     _print_status(request.program, where, say)
     return 0
 

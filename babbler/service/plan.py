@@ -189,8 +189,9 @@ def differences(there: Mapping[str, Any], wanted: Mapping[str, Any]) -> list[str
 @dataclass(frozen=True)
 class ConfigPlan:
     """What install does with the config file: `action` is "none" (no file, none wanted),
-    "keep" (it stays as it is), "write" (text replaces what is there) or "refuse" (a
-    person's file differs from the flags and there is no --force: `lines` say how)."""
+    "keep" (it stays as it is), "write" (text replaces what is there; `lines`: what that
+    changes, per setting) or "refuse" (a person's file differs from the flags and there is
+    no --force: `lines` say how)."""
 
     action: str
     text: str | None = None
@@ -206,7 +207,7 @@ def plan_config(there: str | None, request: Request) -> ConfigPlan:
     if not flags or there == wanted:
         return ConfigPlan("none" if there is None else "keep")
     if there is None or written_by_install(there) or request.force:
-        return ConfigPlan("write", wanted)
+        return ConfigPlan("write", wanted, _replaced(there, flags))
     try:
         found = parse_config(there)
     except ConfigError as error:
@@ -224,6 +225,25 @@ def plan_config(there: str | None, request: Request) -> ConfigPlan:
             "run install again without these flags to keep it, or with --force to replace it",
         ),
     )
+
+
+def _replaced(there: str | None, flags: Mapping[str, Any]) -> tuple[str, ...]:
+    """What writing the flags changes in the file there, one line per setting."""
+    if there is None:
+        return ()
+    try:
+        found = parse_config(there)
+    except ConfigError:
+        return ("it was not TOML",)
+    return tuple(differences(found, flags))
+
+
+def restart_reason(running: str | None, version: str) -> str:
+    """Why install restarts a service that is up: `running` is the version its socket
+    answered with (None: it did not answer), `version` this babbler's."""
+    if running is None:
+        return "it did not answer"
+    return "its files changed" if running == version else f"was {running}"
 
 
 # -- the unit's drop-ins (Linux) ----------------------------------------------------------

@@ -190,30 +190,40 @@ def install(request: plan.Request, say: Say) -> int:
     if config_plan.action == "write" and config_plan.text is not None:
         config_changed = _write(plan.CONFIG_FILE, config_plan.text)
         if config_changed:
-            changed.append(f"wrote {plan.CONFIG_FILE}")
+            changed += _wrote_config(plan.CONFIG_FILE, config_plan)
     changed += _link_programs(request.program)
 
+    for line in changed:  # said before the wait: a timeout must not hide what was written
+        say(line)
     if unit_changed:
         _run("systemctl", "daemon-reload")
+    started: list[str] = []
     if _run("systemctl", "is-enabled", SERVICE, check=False).stdout.strip() != "enabled":
         _run("systemctl", "enable", SERVICE)
-        changed.append("enabled babblerd.service")
+        started.append("enabled babblerd.service")
     if not _active():
         _run("systemctl", "reset-failed", SERVICE, check=False)
         _run("systemctl", "start", SERVICE)
-        changed.append("started babblerd")
+        started.append("started babblerd")
     else:
         running = _running_version()
         if unit_changed or config_changed or running != __version__:
             _run("systemctl", "reset-failed", SERVICE, check=False)  # its start limit too
             _run("systemctl", "restart", SERVICE)
-            why = "its files changed" if running == __version__ else f"was {running}"
-            changed.append(f"restarted babblerd ({why})")
-    _wait_for_socket()
-    for line in changed or ["no change: babblerd is installed, enabled and running"]:
+            started.append(f"restarted babblerd ({plan.restart_reason(running, __version__)})")
+    for line in started:
         say(line)
+    _wait_for_socket()
+    if not changed and not started:
+        say("no change: babblerd is installed, enabled and running")
     _print_status(request.program, say)
     return 0
+
+
+def _wrote_config(path: Path, config_plan: plan.ConfigPlan) -> list[str]:
+    """What install says on writing the config file (launchd's too): the file, and each
+    setting that changed from the file there (one dropped says so too)."""
+    return [f"wrote {path}", *(f"  {line}" for line in config_plan.lines)]
 
 
 def _user_exists() -> bool:

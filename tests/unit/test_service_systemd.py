@@ -187,3 +187,54 @@ def test_a_file_that_cannot_be_written_is_one_line(
     target = tmp_path / "etc/babbler/babblerd.toml"
     code, err = _said_by_command(capsys, monkeypatch, lambda: systemd._write(target, "x"))
     assert (code, err) == (1, f"babblerd: could not write {target}: Not a directory\n")
+
+
+@pytest.fixture
+def up(host: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """An install that goes through (its commands answered as on a host where babblerd
+    is installed, enabled and active); what it says."""
+
+    def run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        answer = {"is-enabled": "enabled\n", "is-active": "active\n"}
+        return subprocess.CompletedProcess(args, 0, answer.get(args[1], "") if args[1:] else "")
+
+    monkeypatch.setattr(systemd, "_run", run)
+    monkeypatch.setattr(systemd, "_babeld_problem", lambda babeld: None)
+    monkeypatch.setattr(systemd, "_user_exists", lambda: True)
+    monkeypatch.setattr(systemd, "_print_status", lambda program, say: None)
+    monkeypatch.setattr(systemd, "_wait_for_socket", lambda: None)
+    monkeypatch.setattr(systemd, "_running_version", lambda: None)
+    said: list[str] = []
+    systemd.install(Request({}), said.append)  # the unit and its drop-in in place
+    said.clear()
+    return said
+
+
+def test_a_silent_babblerd_is_restarted_as_such(up: list[str]) -> None:
+    """Active but not answering: restarted, and said so, never as 'was None'."""
+    systemd.install(Request({}), up.append)
+    assert up == ["restarted babblerd (it did not answer)"]
+
+
+def test_what_was_written_is_said_before_a_wait_that_fails(
+    up: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def never() -> None:
+        raise EnvironmentProblem("babblerd did not answer")
+
+    monkeypatch.setattr(systemd, "_wait_for_socket", never)
+    with pytest.raises(EnvironmentProblem):
+        systemd.install(Request({"exclude": ("eth9",)}), up.append)
+    assert up[0] == f"wrote {plan.CONFIG_FILE}"
+    assert up[-1] == "restarted babblerd (it did not answer)"
+
+
+def test_rewriting_its_own_config_says_each_setting_it_changes(up: list[str]) -> None:
+    systemd.install(Request({"ipv4-prefix": "10.88.0.0/16", "exclude": ("eth9",)}), up.append)
+    up.clear()
+    systemd.install(Request({"exclude": ("eth8",)}), up.append)
+    wrote = up.index(f"wrote {plan.CONFIG_FILE}")
+    assert sorted(up[wrote + 1 : wrote + 3]) == [
+        "  exclude: the file sets ['eth9'], the flags ['eth8']",
+        "  ipv4-prefix: the file sets '10.88.0.0/16', the flags do not",
+    ]
