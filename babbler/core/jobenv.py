@@ -5,7 +5,8 @@ and llama.cpp's `--rpc` list (pure; docs/jobs.md cites each framework).
 `export $(...)`, `env $(...) CMD` and `eval "$(...)"` all take them. The interface-name
 variables name the node address's own label (Linux: `lo:babbler`, the one interface name
 that holds the node address and nothing else); where there is none (macOS) they are left
-out and a note says why.
+out and a note says why. NCCL_SOCKET_IFNAME is always left out, with a note: NCCL cannot
+name a label (NO_NCCL).
 """
 
 from __future__ import annotations
@@ -22,7 +23,15 @@ LLAMA_RPC_PORT = 50052
 
 NO_LABEL = (
     "no interface name holds the node address alone here (macOS: lo0 holds 127.0.0.1 too),"
-    " so GLOO_SOCKET_IFNAME, NCCL_SOCKET_IFNAME and TP_SOCKET_IFNAME are left out: see"
+    " so GLOO_SOCKET_IFNAME and TP_SOCKET_IFNAME are left out: see docs/jobs.md"
+)
+
+# NCCL's parseStringList (nccl src/misc/utils.cc) ends a name at its first ':' and reads the
+# rest as a port, so `=lo:babbler` is the exact name `lo` (127.0.0.1) and `lo:babbler` the
+# prefix `lo`: no value names a label, which always holds a ':'.
+NO_NCCL = (
+    "NCCL_SOCKET_IFNAME is left out: NCCL reads 'lo:babbler' as interface 'lo' port"
+    " 'babbler' and would bind 127.0.0.1; set it to a cable's interface yourself, see"
     " docs/jobs.md"
 )
 
@@ -44,11 +53,8 @@ def env(graph: CableGraph, chosen: Sequence[str] | None, port: int, label: str |
     if label is None:
         notes.append(NO_LABEL)
     else:
-        lines += [
-            f"GLOO_SOCKET_IFNAME={label}",
-            f"NCCL_SOCKET_IFNAME=={label}",  # NCCL: a leading = is an exact match
-            f"TP_SOCKET_IFNAME={label}",
-        ]
+        lines += [f"GLOO_SOCKET_IFNAME={label}", f"TP_SOCKET_IFNAME={label}"]
+    notes.append(NO_NCCL)
     lines.append(f"VLLM_HOST_IP={hosts[rank].node_address_v4}")
     return Hostfile(lines, warnings, notes)
 

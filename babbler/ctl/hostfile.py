@@ -20,7 +20,7 @@ FORMATS = {
     "mlx": "MLX's hostfile for mlx.launch (no --backend: the ring's bare list)",
     "jaccl": "MLX's jaccl hostfile (RDMA, every two hosts cabled): = mlx --backend jaccl",
     "torch": "torch's rendezvous as shell lines: MASTER_ADDR, MASTER_PORT, ranks",
-    "env": "this node's NAME=value lines for torch, gloo, NCCL, TensorPipe, vLLM",
+    "env": "this node's NAME=value lines for torch, gloo, TensorPipe, vLLM",
     "llama-rpc": "llama.cpp's --rpc list: every other node's rpc-server host:port",
     "hosts": "/etc/hosts lines for the node addresses",
 }

@@ -268,8 +268,8 @@ def test_hosts_lines_and_ip_of_another_node(make_lab: LabFactory, tmp_path: Path
     assert env == {
         "MASTER_ADDR": v4[first], "MASTER_PORT": "29500", "WORLD_SIZE": "3",
         "NODE_RANK": str(sorted(ids.values()).index(ids["n2"])),
-        "GLOO_SOCKET_IFNAME": "lo:babbler", "NCCL_SOCKET_IFNAME": "=lo:babbler",
-        "TP_SOCKET_IFNAME": "lo:babbler", "VLLM_HOST_IP": v4["n2"],
+        "GLOO_SOCKET_IFNAME": "lo:babbler", "TP_SOCKET_IFNAME": "lo:babbler",
+        "VLLM_HOST_IP": v4["n2"],
     }  # fmt: skip
     rpc = hostfile(n1, "--format", "llama-rpc")
     others = sorted(["n2", "n3"], key=ids.__getitem__)  # node-id order, this node not

@@ -574,12 +574,12 @@ def test_env_for_this_node_is_what_export_and_env_take() -> None:
         "WORLD_SIZE=3",
         "NODE_RANK=1",
         "GLOO_SOCKET_IFNAME=lo:babbler",
-        "NCCL_SOCKET_IFNAME==lo:babbler",
         "TP_SOCKET_IFNAME=lo:babbler",
         "VLLM_HOST_IP=10.77.0.2",
     ]
+    assert made.notes == [jobenv.NO_NCCL]
     text = "\n".join(made.value)
-    # as torch, gloo, NCCL, TensorPipe and vLLM read them: from the process's environment
+    # as torch, gloo, TensorPipe and vLLM read them: from the process's environment
     show = [sys.executable, "-c", "import json, os; print(json.dumps(dict(os.environ)))"]
     expected = dict(line.split("=", 1) for line in made.value)
     for shell in (f"env $(cat) {shlex.join(show)}", f"export $(cat); {shlex.join(show)}",
@@ -589,8 +589,79 @@ def test_env_for_this_node_is_what_export_and_env_take() -> None:
         )
         seen = json.loads(done.stdout)
         assert {k: seen.get(k) for k in expected} == expected, shell
-    # NCCL's exact-match form: a leading = then the name (ncclFindInterfaces' matchIfList)
-    assert expected["NCCL_SOCKET_IFNAME"].startswith("=")
+
+
+# What getifaddrs(3) gives on a Linux node (glibc names an IPv4 address by its label): the
+# order NCCL and libuv walk.
+IFADDRS = [
+    ("lo", "127.0.0.1"),
+    ("lo:babbler", "10.77.0.2"),
+    ("eth0", "192.168.1.20"),
+    ("lo", "::1"),
+    ("lo", "fde0:20c6:1fa7:ffff:2::"),
+]
+
+
+def nccl_list(value: str) -> list[tuple[str, int]]:
+    """NCCL's parseStringList (nccl src/misc/utils.cc): names split on ',', a name ends at
+    its first ':' and atoi() of what follows is its port (the rest up to ',' skipped)."""
+    out = []
+    for item in value.split(","):
+        name, colon, rest = item.partition(":")
+        if name:
+            digits = re.match(r"\s*[+-]?\d+", rest)
+            out.append((name, (int(digits.group()) if digits else 0) if colon else -1))
+    return out
+
+
+def nccl_interface(value: str) -> str | None:
+    """The address NCCL's bootstrap binds for NCCL_SOCKET_IFNAME=value: findInterfaces
+    (nccl src/misc/socket.cc) strips a leading '^' (not) then '=' (exact), parses the list,
+    skips IPv6 loopback, and keeps the first entry whose name matchIfList accepts (matchIf:
+    exact is strcmp, else the name starts with the prefix; matchPort(-1, any) is true)."""
+    exclude = value.startswith("^")
+    value = value[1:] if exclude else value
+    exact = value.startswith("=")
+    wanted = nccl_list(value[1:] if exact else value)
+    for name, address in IFADDRS:
+        if address == "::1":
+            continue
+        hit = not wanted or any(
+            (name == prefix if exact else name.startswith(prefix)) for prefix, _ in wanted
+        )
+        if hit != exclude:
+            return address
+    return None
+
+
+def tensorpipe_interface(value: str) -> str | None:
+    """TensorPipe's TP_SOCKET_IFNAME (torch/csrc/distributed/rpc/tensorpipe_agent.cpp
+    guessUvAddress -> tensorpipe/transport/uv/utility.cc lookupAddrForIface): the first of
+    libuv's uv_interface_addresses (getifaddrs' names) whose name equals the value exactly."""
+    return next((address for name, address in IFADDRS if name == value), None)
+
+
+def vllm_host_ip(environ: dict[str, str]) -> str | None:
+    """vLLM's get_ip (vllm/utils network_utils.py; envs.py reads os.getenv("VLLM_HOST_IP",
+    "")): the value as it is, unchecked, when not empty; empty or unset means "guess"."""
+    return environ.get("VLLM_HOST_IP", "") or None
+
+
+def test_every_interface_variable_names_the_node_address_as_its_framework_reads_it() -> None:
+    made = jobenv.env(graph(3, ring_cables(3), me=1), None, 29500, "lo:babbler")
+    environ = dict(line.split("=", 1) for line in made.value)
+    assert tensorpipe_interface(environ["TP_SOCKET_IFNAME"]) == "10.77.0.2"
+    assert vllm_host_ip(environ) == "10.77.0.2"
+    if "NCCL_SOCKET_IFNAME" in environ:
+        assert nccl_interface(environ["NCCL_SOCKET_IFNAME"]) == "10.77.0.2"
+    # and no NCCL value names the label: exact or prefix, the ':' ends the name
+    assert nccl_list("=lo:babbler"[1:]) == [("lo", 0)]
+    for value in ("=lo:babbler", "lo:babbler", "lo", "=lo"):
+        assert nccl_interface(value) == "127.0.0.1", value
+    assert nccl_interface("^lo") == "192.168.1.20"
+    assert nccl_interface("=eth0:7,lo") == "127.0.0.1"  # the reader is no pushover
+    assert tensorpipe_interface("lo") == "127.0.0.1" and tensorpipe_interface("lo:b") is None
+    assert vllm_host_ip({"VLLM_HOST_IP": ""}) is None
 
 
 def test_env_on_macos_leaves_out_the_interface_names_and_says_why() -> None:
@@ -599,7 +670,8 @@ def test_env_on_macos_leaves_out_the_interface_names_and_says_why() -> None:
         "MASTER_ADDR=10.77.0.1", "MASTER_PORT=29600", "WORLD_SIZE=2", "NODE_RANK=0",
         "VLLM_HOST_IP=10.77.0.1",
     ]  # fmt: skip
-    assert made.notes == [jobenv.NO_LABEL] and "docs/jobs.md" in made.notes[0]
+    assert made.notes == [jobenv.NO_LABEL, jobenv.NO_NCCL]
+    assert all("docs/jobs.md" in note for note in made.notes)
 
 
 def test_env_refuses_when_this_node_is_not_chosen() -> None:
