@@ -162,7 +162,7 @@ def inet_routes(netstat_text: str) -> list[HostRoute]:
         rows.append((network, fields[1], fields[netif] if len(fields) > netif else ""))
     on_link = [(network, name) for network, gateway, name in rows if gateway.startswith("link#")]
     return [
-        HostRoute(network, f"route {network} via {gateway}")
+        HostRoute(network, f"route {network} via {gateway}", name)
         for network, gateway, name in rows
         if not any(
             network != wider and network.subnet_of(wider) and name == there

@@ -133,6 +133,7 @@ class HostRoute:
 
     network: IPv4Network
     what: str  # for the log line: "route 10.77.0.0/24 dev eth0 table main", "address ..."
+    device: str = ""  # the interface it is on, where the reader gives it (macOS: Netif)
 
 
 def clash(

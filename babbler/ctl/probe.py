@@ -238,9 +238,25 @@ def linux_entries(run: Run) -> list[HostEntry]:
 
 
 def mac_entries(run: Run) -> list[HostEntry]:
-    """macOS: `netstat -rn -f inet` as the daemon's clash check reads it."""
+    """macOS: `netstat -rn -f inet` as the daemon's clash check reads it, each route with
+    its interface (Netif). netstat tells no connected route from another: the mesh's own
+    are known from the status (status_own)."""
     text = run(["netstat", "-rn", "-f", "inet"])
-    return [HostEntry(r.network, "", r.what) for r in darwin.inet_routes(text)]
+    return [HostEntry(r.network, r.device, r.what) for r in darwin.inet_routes(text)]
+
+
+def status_own(raw: Mapping[str, Any]) -> list[IPv4Network]:
+    """The mesh's own IPv4 as the status gives it: the node address (/32) and each cable's
+    /31."""
+    out = []
+    v4 = raw.get("node_address_v4")
+    if isinstance(v4, str) and (one := _network(f"{v4}/32")) is not None:
+        out.append(one)
+    for end in raw.get("addresses_v4") or []:
+        address = end.get("address") if isinstance(end, Mapping) else None
+        if isinstance(address, str) and (pair := _network(f"{address}/31")) is not None:
+            out.append(pair)
+    return [n for n in out if isinstance(n, IPv4Network)]
 
 
 def host_overlaps(raw: Mapping[str, Any], run: Run, platform: Platform) -> list[judge.Overlap]:
@@ -252,7 +268,10 @@ def host_overlaps(raw: Mapping[str, Any], run: Run, platform: Platform) -> list[
         entries = linux_entries(run) if platform.key == "linux" else mac_entries(run)
     except (OSError, ValueError):
         return []
-    ours = [e.network for e in entries if e.kernel and (e.device in mesh or e.device == "lo")]
+    ours: list[IPv4Network | IPv6Network] = [
+        e.network for e in entries if e.kernel and (e.device in mesh or e.device == "lo")
+    ]
+    ours += status_own(raw)
     v4 = prefix if isinstance(prefix, IPv4Network) else None
     return judge.overlaps(v4, entries, ours)
 

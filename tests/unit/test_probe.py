@@ -15,12 +15,13 @@ from pathlib import Path
 import pytest
 
 from babbler.core import probe as judge
-from babbler.core.platform import LINUX
+from babbler.core.platform import LINUX, MACOS
 from babbler.core.probe import FAIL, OK, WARN, CableProbe, HostEntry, NodeProbe, Outcome, RouteSeen
 from babbler.ctl import bundle
 from babbler.ctl import probe as acting
 from babbler.ui.doctor import Check, Facts
 from tests.unit.samples import typed
+from tests.unit.test_darwin import NETSTAT_INET_MESH
 
 PREFIX = IPv4Network("10.77.0.0/16")
 
@@ -168,6 +169,26 @@ RAW = {
 def test_the_host_overlaps_leave_the_mesh_own_out() -> None:
     found = acting.host_overlaps(RAW, fake_run, LINUX)
     assert [o.entry.what for o in found] == ["route 10.77.226.0/24 dev tailscale0"]
+
+
+def test_on_a_mac_its_own_mesh_routes_are_no_overlap_and_a_utun_is_named() -> None:
+    """The Mac of test_darwin's NETSTAT_INET_MESH: node address 10.77.44.9 on lo0, a cable
+    10.77.200.4/31 on en4; a VPN's route on utun3 over the prefix."""
+    mac = RAW | {
+        "node_address_v4": "10.77.44.9",
+        "interfaces": [{"name": "en4"}],
+        "addresses_v4": [{"interface": "en4", "address": "10.77.200.4", "peer": "10.77.200.5"}],
+    }
+    vpn = "10.77.9.0/24       link#17            UCS                 utun3      !\n"
+
+    def netstat(text: str) -> acting.Run:
+        return lambda argv: text if list(argv) == ["netstat", "-rn", "-f", "inet"] else ""
+
+    assert acting.host_overlaps(mac, netstat(NETSTAT_INET_MESH), MACOS) == []
+    found = acting.host_overlaps(mac, netstat(NETSTAT_INET_MESH + vpn), MACOS)
+    assert [(o.entry.what, o.owner) for o in found] == [
+        ("route 10.77.9.0/24 via link#17", "a VPN (utun)")
+    ]
 
 
 def test_the_probe_stops_at_the_first_layer_that_fails(monkeypatch: pytest.MonkeyPatch) -> None:
