@@ -253,8 +253,9 @@ def _print_status(program: Path, where: Paths, say: Say) -> None:
 
 def uninstall(purge: bool, say: Say) -> int:
     """Boot out (babblerd puts the host's settings back as on any stop) and remove what
-    install added; the state dir stays (a reinstall keeps the node id) unless `purge`,
-    which also removes it, /etc/babbler and the log. Raises EnvironmentProblem."""
+    install added: the plist, its config file, the run dir and the log launchd wrote; the
+    state dir stays (a reinstall keeps the node id) unless `purge`, which also removes it
+    and /etc/babbler. Raises EnvironmentProblem."""
     where = paths()
     problem = _root_problem("uninstall-system-daemon")
     if problem:
@@ -265,17 +266,16 @@ def uninstall(purge: bool, say: Say) -> int:
         removed.append("stopped babblerd (launchctl bootout)")
     if _remove(where.plist):
         removed.append(f"removed {where.plist}")
+    if _remove(where.log):
+        removed.append(f"removed {where.log}")
     if not purge:
         removed += _drop_config(where.config, say)
-    if purge:
-        if _remove(where.log):
-            removed.append(f"removed {where.log}")
-        for directory in (where.state_dir, where.config.parent):
-            if directory.is_dir() and not directory.is_symlink():
-                shutil.rmtree(directory)
-                removed.append(f"removed {directory}")
-    else:
         _remove_if_empty(where.config.parent)
+    # The run dir babblerd made (launchd has no RuntimeDirectory to remove it on a stop).
+    for directory in (where.run_dir, *((where.state_dir, where.config.parent) if purge else ())):
+        if directory.is_dir() and not directory.is_symlink():
+            shutil.rmtree(directory)
+            removed.append(f"removed {directory}")
     for line in removed or ["not installed: nothing to remove"]:
         say(line)
     return 0

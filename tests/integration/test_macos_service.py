@@ -99,7 +99,32 @@ def mesh_addresses(node: Node) -> list[str]:
     return found
 
 
+# Directories every Mac has: the lab's node may make them on the first install; they stay.
+A_MACS = {"Library", "Library/LaunchDaemons", "etc", "var", "var/log", "var/run", "var/db"}
+
+
+def listing(node: Node) -> set[tuple[str, str, int, int]]:
+    """Everything under the lab Mac's root (its "/"): path, kind, mode and owner, as
+    scripts/systemd-check's `listing` compares a host before and after."""
+    top = root(node).root
+    out = set()
+    for path in top.rglob("*"):
+        info = path.lstat()
+        kind = "dir" if path.is_dir() and not path.is_symlink() else "file"
+        out.add((str(path.relative_to(top)), kind, info.st_mode, info.st_uid))
+    return out
+
+
+def new_since(before: set[tuple[str, str, int, int]], node: Node) -> list[str]:
+    """What is under the node's root now and was not before (or was, otherwise), but the
+    directories every Mac has."""
+    after = listing(node)
+    assert before - after <= {entry for entry in before if entry[0] in A_MACS}, before - after
+    return sorted(entry[0] for entry in after - before if entry[0] not in A_MACS)
+
+
 def test_install_on_two_macs_meshes_and_uninstall_leaves_nothing(macs: Lab, tmp_path: Path) -> None:
+    tree = {node.name: listing(node) for node in macs.nodes}  # as before install
     key = tmp_path / "mesh.key"
     made = subprocess.run(
         ["babblerctl", "keygen", str(key)], capture_output=True, text=True, check=False
@@ -162,6 +187,10 @@ def test_install_on_two_macs_meshes_and_uninstall_leaves_nothing(macs: Lab, tmp_
         assert not root(node).plist.exists()
         assert not root(node).config.exists()
         assert (root(node).state_dir / "node-id").exists()  # kept: a reinstall keeps the id
+        # the whole tree as before install, but the state dir (the node id)
+        state = str(root(node).state_dir.relative_to(root(node).root))
+        left = new_since(tree[node.name], node)
+        assert left and all(path.startswith(state) for path in left), left
         assert mesh_addresses(node) == []
         # only the lab's command server runs there: no babblerd, no babeld, no responder
         # (a process on its way out may still be listed for a moment; none may stay)
@@ -174,7 +203,7 @@ def test_install_on_two_macs_meshes_and_uninstall_leaves_nothing(macs: Lab, tmp_
 
     purged = run(macs, n1, "babblerd", "uninstall-system-daemon", "--purge")
     assert purged.returncode == 0, purged.stderr
-    for gone_too in (root(n1).state_dir, root(n1).log):
-        assert f"removed {gone_too}" in purged.stdout.splitlines()
-        assert not gone_too.exists()
+    assert f"removed {root(n1).state_dir}" in purged.stdout.splitlines()
+    assert not root(n1).state_dir.exists()
     assert not root(n1).config.parent.exists()  # empty after the uninstall: gone then
+    assert new_since(tree[n1.name], n1) == []  # --purge: the tree as before install

@@ -115,3 +115,42 @@ def test_on_a_mac_homebrews_babeld_is_refused_with_a_copy_for_root(
         f"sudo install -o root -g wheel -m 0755 {brewed} /opt/babbler/bin/babeld, "
         "then install with --babeld /opt/babbler/bin/babeld"
     )
+
+
+def _installed_mac(root: Path, monkeypatch: pytest.MonkeyPatch) -> launchd.Paths:
+    """A lab Mac's root with what install and a babblerd that ran leave there."""
+    monkeypatch.setenv(launchd.ROOT_VARIABLE, str(root))
+    monkeypatch.setattr(launchd, "_root_problem", lambda what: None)
+    monkeypatch.setattr(launchd, "_loaded", lambda: True)
+    monkeypatch.setattr(launchd, "_launchctl", lambda *args: None)
+    where = launchd.paths()
+    config = plan.config_text({"exclude": ("en9",)})
+    for path, text in (
+        (where.plist, "plist"),
+        (where.config, config),
+        (where.log, "log"),
+        (where.state_dir / "node-id", "0123456789ab"),
+        (where.run_dir / "private" / "babeld.conf", "conf"),
+    ):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return where
+
+
+def _left(root: Path) -> list[str]:
+    """Files and directories under root but the ones every Mac has."""
+    a_macs = {"Library", "Library/LaunchDaemons", "etc", "var", "var/log", "var/run", "var/db"}
+    found = {str(path.relative_to(root)) for path in root.rglob("*")}
+    return sorted(found - a_macs)
+
+
+def test_uninstall_leaves_only_the_state_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    where = _installed_mac(tmp_path, monkeypatch)
+    said: list[str] = []
+    assert launchd.uninstall(False, said.append) == 0
+    assert _left(tmp_path) == ["var/db/babbler", "var/db/babbler/node-id"]
+    assert f"removed {where.run_dir}" in said and f"removed {where.log}" in said
+    assert launchd.uninstall(True, said.append) == 0
+    assert _left(tmp_path) == []
