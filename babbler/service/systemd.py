@@ -165,6 +165,7 @@ def install(request: plan.Request, say: Say) -> int:
     if key_file is not None:
         load_key(key_file)  # raises ConfigError: missing, not root's 0600, not a key
 
+    previous = installed_program()  # before program.conf names this one
     changed: list[str] = []
     if _write(SYSUSERS, (plan.FILES / "babbler.sysusers").read_text()):
         changed.append(f"wrote {SYSUSERS}")
@@ -191,7 +192,7 @@ def install(request: plan.Request, say: Say) -> int:
         config_changed = _write(plan.CONFIG_FILE, config_plan.text)
         if config_changed:
             changed += _wrote_config(plan.CONFIG_FILE, config_plan)
-    changed += _link_programs(request.program)
+    changed += _link_programs(request.program, previous)
 
     for line in changed:  # said before the wait: a timeout must not hide what was written
         say(line)
@@ -265,19 +266,33 @@ def _print_status(program: Path, say: Say) -> None:
         say(line)
 
 
-def _link_programs(program: Path) -> list[str]:
+def _link_programs(program: Path, previous: Path | None) -> list[str]:
     """babblerd and babblerctl on root's PATH when the program lives elsewhere (a venv):
-    links in /usr/local/bin, made only where nothing is."""
+    links in /usr/local/bin, made where nothing is, or replacing install's own link to the
+    `previous` program (installed from another venv: the link would be left dangling)."""
     made = []
     for name in PROGRAMS:
         source = program.with_name(name)
         link = LINKS / name
-        if program.parent == LINKS or not source.exists() or os.path.lexists(link):
+        if program.parent == LINKS or not source.exists():
             continue
+        if os.path.lexists(link):
+            if not _links_to(link, previous, name) or _links_to(link, program, name):
+                continue  # someone else's, or already this one
+            link.unlink()
         LINKS.mkdir(mode=0o755, parents=True, exist_ok=True)
         link.symlink_to(source)
         made.append(f"linked {link} -> {source}")
     return made
+
+
+def _links_to(link: Path, program: Path | None, name: str) -> bool:
+    """Whether `link` is install's link to `program`'s `name` (babblerd, babblerctl)."""
+    return (
+        program is not None
+        and link.is_symlink()
+        and Path(os.readlink(link)) == program.with_name(name)
+    )
 
 
 # -- uninstall ----------------------------------------------------------------------------
@@ -309,8 +324,7 @@ def uninstall(purge: bool, say: Say) -> int:
     _remove_if_empty(DROPINS)
     for name in PROGRAMS:
         link = LINKS / name
-        ours = program is not None and program.with_name(name)
-        if link.is_symlink() and Path(os.readlink(link)) == ours:
+        if _links_to(link, program, name):
             link.unlink()
             removed.append(f"removed {link}")
     if not purge:

@@ -238,3 +238,18 @@ def test_rewriting_its_own_config_says_each_setting_it_changes(up: list[str]) ->
         "  exclude: the file sets ['eth9'], the flags ['eth8']",
         "  ipv4-prefix: the file sets '10.88.0.0/16', the flags do not",
     ]
+
+
+def test_installing_from_another_venv_moves_the_links(up: list[str], host: Path) -> None:
+    """Install from venv A, then B, then uninstall: no link into A (or B) is left."""
+    links = host / "usr/local/bin"
+    for venv in ("a", "b"):
+        for name in systemd.PROGRAMS:
+            (host / venv / "bin").mkdir(parents=True, exist_ok=True)
+            (host / venv / "bin" / name).write_text("")
+        systemd.install(Request({}, program=host / venv / "bin/babblerd"), up.append)
+        assert os.readlink(links / "babblerctl") == str(host / venv / "bin/babblerctl")
+    assert f"linked {links / 'babblerd'} -> {host / 'b/bin/babblerd'}" in up
+    (links / "other").symlink_to(host / "a/bin/babblerd")  # not install's: stays
+    systemd.uninstall(False, up.append)
+    assert sorted(path.name for path in links.iterdir()) == ["other"]
