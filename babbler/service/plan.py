@@ -114,8 +114,14 @@ def _toml_value(key: str, value: Any) -> str:
 
 def _toml_string(text: str) -> str:
     escaped = text.replace("\\", "\\\\").replace('"', '\\"')
-    escaped = "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in escaped)
+    escaped = "".join(c if c.isprintable() else _escape(c) for c in escaped)
     return f'"{escaped}"'
+
+
+def _escape(char: str) -> str:
+    """TOML's escape: \\u and 4 hex digits, \\U and 8 above U+FFFF."""
+    code = ord(char)
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
 
 
 ORDER = {setting.key: index for index, setting in enumerate(SETTINGS)}

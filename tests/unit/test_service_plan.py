@@ -234,3 +234,20 @@ def test_the_way_out_never_installs_pypis_babbler() -> None:
     for doc in ("README.md", "docs/operations.md", "docs/macos.md"):
         assert not PYPI_BABBLER.search((ROOT / doc).read_text()), doc
     assert "pip install /path/to/babbler-checkout" in plan.ROOT_INSTALL
+
+
+# Any text a flag may carry but lone surrogates (not text in a UTF-8 file): controls,
+# format characters and characters above U+FFFF among them.
+any_text = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=12)
+
+
+@given(st.lists(any_text, min_size=1, max_size=3))
+def test_any_text_reads_back_as_written(values: list[str]) -> None:
+    text = plan.config_text({"interface": tuple(values)})
+    assert plan.parse_config(text)["interface"] == values
+    assert plan.written_by_install(text)
+
+
+def test_a_character_above_the_bmp_reads_back_whole() -> None:
+    text = plan.config_text({"interface": ("a\U000e0001b",)})
+    assert plan.parse_config(text)["interface"] == ["a\U000e0001b"]
