@@ -179,7 +179,11 @@ def cause(
             "babblerctl nodes (is it reachable?); babblerctl doctor there",
         )
     if code in (errno.ECONNRESET, errno.EPIPE):
-        return FAIL, "the connection was reset", "babblerctl doctor there; its log says why"
+        return (
+            FAIL,
+            "the far end closed or reset the connection",
+            "babblerctl doctor there; its log says why",
+        )
     name = errno.errorcode.get(code or 0, str(code))
     return FAIL, f"failed ({name})", "babblerctl doctor there"
 

@@ -33,8 +33,14 @@ FIREWALL = "/usr/libexec/ApplicationFirewall/socketfilterfw"
 RDMA_OWN = ("version_text", "rdma_ctl_text", "devices_text")
 
 
-def run_command(args: Sequence[str]) -> str:
-    done = subprocess.run(list(args), capture_output=True, text=True, timeout=20, check=False)
+def run_command(args: Sequence[str], timeout: float = 20) -> str:
+    """Its output; OSError if it cannot run, fails silent, or hangs past `timeout`."""
+    try:
+        done = subprocess.run(
+            list(args), capture_output=True, text=True, timeout=timeout, check=False
+        )
+    except subprocess.TimeoutExpired:
+        raise OSError(f"{args[0]} did not finish within {timeout:g} s") from None
     if done.returncode != 0 and not done.stdout:
         raise OSError(done.stderr.strip() or f"{args[0]} exited {done.returncode}")
     return done.stdout + done.stderr  # babeld -V writes to stderr

@@ -11,8 +11,11 @@ stays under 30 s on an 8-node mesh."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import socket
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -82,11 +85,23 @@ def _answer(sock: socket.socket) -> dict[str, Any]:
     return got
 
 
+def _cut(sock: socket.socket, cut: threading.Event) -> None:
+    """The deadline: shut the socket, so a recv or send that waits returns at once."""
+    cut.set()
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
+
+
 def transfer(near: str, far: str, port: int, timeout: float = TIMEOUT) -> Outcome:
-    """Connect from `near` to `far`'s bench responder and send it 1 MiB, within `timeout`."""
+    """Connect from `near` to `far`'s bench responder and send it 1 MiB, within `timeout`:
+    a timer shuts the socket at the deadline (a socket timeout bounds each recv, not the
+    whole, and a far end dripping a byte at a time would hold it up to MAX_LINE times)."""
     deadline = time.monotonic() + timeout
     try:
         with _connect(far, port, near, deadline) as sock:
+            cut = threading.Event()
+            timer = threading.Timer(max(0.0, deadline - time.monotonic()), _cut, (sock, cut))
+            timer.start()
             try:
                 sock.settimeout(max(0.01, deadline - time.monotonic()))
                 sock.sendall(wire.Request("send", nbytes=MiB).line())
@@ -97,10 +112,13 @@ def transfer(near: str, far: str, port: int, timeout: float = TIMEOUT) -> Outcom
                 send_stream(sock, MiB)
                 got = _answer(sock)
                 seconds = time.monotonic() - start
-            except TimeoutError:
-                return Outcome(timed_out=True, stage="transfer")
             except OSError as error:
-                return Outcome(errno=error.errno, stage="transfer")
+                if isinstance(error, TimeoutError) or cut.is_set():
+                    return Outcome(timed_out=True, stage="transfer")
+                # read_line's ConnectionError on a close has no errno
+                return Outcome(errno=error.errno or errno.ECONNRESET, stage="transfer")
+            finally:
+                timer.cancel()
     except _Stop as stop:
         return stop.outcome
     received = got.get("bytes")
@@ -314,7 +332,12 @@ def _named_neighbours(raw: Mapping[str, Any]) -> list[tuple[str, str]]:
     return [(i, graph.label(far)) for i, far in _neighbours(raw)]
 
 
-def probe_checks(facts: Facts, run: Run = run_command) -> list[Check]:
+def bounded_run(args: Sequence[str]) -> str:
+    """run_command within the probe's bound (core/probe.py TIMEOUT)."""
+    return run_command(args, TIMEOUT)
+
+
+def probe_checks(facts: Facts, run: Run = bounded_run) -> list[Check]:
     """The probe as the doctor's checks; nothing to probe without a running mesh."""
     s = facts.status
     if s is None or s.mesh != "running":

@@ -5,10 +5,14 @@ and never a key in a bundle."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
+import socket
 import tarfile
-from collections.abc import Sequence
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
 from ipaddress import IPv4Network, IPv6Network, ip_network
 from pathlib import Path
 
@@ -19,6 +23,7 @@ from babbler.core.platform import LINUX, MACOS
 from babbler.core.probe import FAIL, OK, WARN, CableProbe, HostEntry, NodeProbe, Outcome, RouteSeen
 from babbler.ctl import bundle
 from babbler.ctl import probe as acting
+from babbler.ctl.doctor import run_command
 from babbler.ui.doctor import Check, Facts
 from tests.unit.samples import typed
 from tests.unit.test_darwin import NETSTAT_INET_MESH
@@ -214,6 +219,63 @@ def test_the_probe_stops_at_the_first_layer_that_fails(monkeypatch: pytest.Monke
 def test_a_refused_connect_on_loopback_is_refused_at_once() -> None:
     outcome = acting.reach("127.0.0.1", 9, timeout=2.0)  # discard: nobody listens here
     assert outcome.errno == errno.ECONNREFUSED and not outcome.timed_out
+
+
+@contextlib.contextmanager
+def far_end(act: Callable[[socket.socket], None]) -> Iterator[int]:
+    """A fake bench responder on loopback that does `act` with each connection; its port."""
+    server = socket.create_server(("127.0.0.1", 0))
+    server.settimeout(10)
+
+    def serve() -> None:
+        with contextlib.suppress(OSError):
+            conn, _ = server.accept()
+            with conn:
+                act(conn)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield server.getsockname()[1]
+    finally:
+        server.close()
+        thread.join(10)
+
+
+def test_a_probe_is_bounded_by_its_timeout_once_connected() -> None:
+    def drip(conn: socket.socket) -> None:  # a byte every 0.2 s, never a whole line, 5 s
+        for _ in range(25):
+            conn.sendall(b"x")
+            time.sleep(0.2)
+
+    with far_end(drip) as port:
+        start = time.monotonic()
+        outcome = acting.transfer("127.0.0.1", "127.0.0.1", port, timeout=1.0)
+        took = time.monotonic() - start
+        assert outcome.timed_out and outcome.stage == "transfer", outcome
+        assert took < 1.5, took
+        assert judge.cause(outcome, port, "its bench responder")[1].startswith("dropped")
+
+
+def test_a_far_end_that_closes_mid_transfer_is_named_as_such() -> None:
+    def close(conn: socket.socket) -> None:
+        conn.recv(100)
+
+    with far_end(close) as port:
+        outcome = acting.transfer("127.0.0.1", "127.0.0.1", port, timeout=2.0)
+        status, said, _ = judge.cause(outcome, port, "its bench responder")
+        assert (status, said) == (FAIL, "the far end closed or reset the connection"), outcome
+
+
+def test_a_command_that_hangs_is_a_one_line_error_within_the_probe_bound() -> None:
+    start = time.monotonic()
+    with pytest.raises(OSError, match=r"^sleep did not finish within 0.3 s$"):
+        run_command(["sleep", "5"], timeout=0.3)
+    assert time.monotonic() - start < 2
+    hung = acting.routes_seen(RAW, lambda argv: run_command(["sleep", "5"], 0.3), LINUX)
+    assert [(r.address, r.error) for r in hung] == [
+        ("fde0::2", "sleep did not finish within 0.3 s")
+    ]
 
 
 def test_the_bundle_holds_its_files_and_never_a_key(tmp_path: Path) -> None:
