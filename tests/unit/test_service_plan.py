@@ -3,6 +3,8 @@ told apart and what differs said, the unit's drop-ins, and the program root's al
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import stat
 import subprocess
@@ -17,7 +19,7 @@ from hypothesis import strategies as st
 from babbler.core.config import merge
 from babbler.core.ipv4 import DEFAULT_PREFIX, parse_prefix
 from babbler.daemon.keyfile import CREDENTIAL
-from babbler.service import plan
+from babbler.service import plan, program
 from babbler.service.plan import Chain, PathFacts, Request
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -201,8 +203,9 @@ def test_babblerd_routes_the_subcommands_without_the_daemon() -> None:
     done = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False
     )
-    assert "HEAVY [] EXIT 1" in done.stderr, done.stderr
-    assert '"installed": false' in done.stdout
+    # installed or not is this host's (exit 0 where babblerd is installed and running)
+    assert re.search(r"HEAVY \[\] EXIT [01]$", done.stderr, re.MULTILINE), done.stderr
+    assert isinstance(json.loads(done.stdout)["installed"], bool)
 
 
 def test_install_refuses_unknown_and_fixed_flags_with_one_line() -> None:
@@ -251,3 +254,31 @@ def test_any_text_reads_back_as_written(values: list[str]) -> None:
 def test_a_character_above_the_bmp_reads_back_whole() -> None:
     text = plan.config_text({"interface": ("a\U000e0001b",)})
     assert plan.parse_config(text)["interface"] == ["a\U000e0001b"]
+
+
+def test_the_chain_is_every_path_from_the_root_as_lstat_sees_it(tmp_path: Path) -> None:
+    """A venv directory a user owns shows in the chain to a program reached through a
+    link, and makes it refused, naming that directory."""
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    script = venv / "bin" / "babblerd"
+    script.write_text("#!/bin/sh\n")
+    if os.geteuid() == 0:
+        os.chown(venv, 65534, 65534)
+    owner = venv.stat().st_uid  # nobody's; a user's own when not run as root
+    link = tmp_path / "babblerd"
+    link.symlink_to(script)
+    found = program.chain(link)
+    assert found.target == script.resolve()
+    steps = {step.path: step for step in found.steps}
+    assert steps[Path("/")].uid == 0 and steps[venv].uid == owner != 0
+    assert [step.path for step in found.steps] == [*reversed(script.parents), script]
+    said = plan.untrusted([Chain(found.target, (steps[venv],))])
+    assert said is not None and said.startswith(f"{venv} (owned by uid {owner})")
+
+
+def test_what_the_service_would_import(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The interpreter, the babbler package and every import directory there is."""
+    monkeypatch.setattr(sys, "path", [str(tmp_path), str(tmp_path / "gone"), ""])
+    found = program.imported_from()
+    assert found == [Path(sys.executable), Path(plan.__file__).parents[1], tmp_path]
