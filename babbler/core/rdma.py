@@ -168,9 +168,19 @@ def problems(rdma: dict[str, Any]) -> list[Problem]:
                 "cable it to the other Macs with Thunderbolt 5 cables",
             )
         )
-    slow = [c for c in cables if c.get("thunderbolt") != 5]
+    unread = [c["interface"] for c in cables if c.get("speed_gbps") is None]
+    if unread:
+        out.append(
+            Problem(
+                f"no link speed given for {', '.join(unread)} (system_profiler"
+                " SPThunderboltDataType): Thunderbolt 4 or 5 is not known",
+                "check the cable's speed in System Information > Thunderbolt/USB4:"
+                " RDMA needs 80 Gb/s (Thunderbolt 5)",
+            )
+        )
+    slow = [c for c in cables if c.get("thunderbolt") != 5 and c.get("speed_gbps") is not None]
     if slow:
-        said = ", ".join(f"{c['interface']} at {_speed(c)}" for c in slow)
+        said = ", ".join(f"{c['interface']} at {c['speed_gbps']:g} Gb/s" for c in slow)
         out.append(
             Problem(
                 f"{said}: RDMA needs Thunderbolt 5 (80 Gb/s); this is Thunderbolt 4 or less",
@@ -190,11 +200,6 @@ def problems(rdma: dict[str, Any]) -> list[Problem]:
                 )
             )
     return out
-
-
-def _speed(cable: dict[str, Any]) -> str:
-    speed = cable.get("speed_gbps")
-    return "an unknown speed" if speed is None else f"{speed:g} Gb/s"
 
 
 def ready(rdma: object) -> bool | None:

@@ -86,6 +86,14 @@ def test_each_thing_that_keeps_jaccl_off_is_named_with_what_to_do() -> None:
     assert mac(rdma_ctl_text="disabled\n")["ready"] is False
 
 
+def test_a_link_speed_not_given_is_said_so_not_taken_for_thunderbolt_4() -> None:
+    value = mac(profile_json=PROFILE.replace('"80 Gb/s"', '"fast"'))  # system_profiler reworded
+    assert value["cables"][0]["speed_gbps"] is None and value["ready"] is False
+    (unread,) = rdma.problems(value)
+    assert unread.what.startswith("no link speed given for en4 (system_profiler")
+    assert "Thunderbolt 4 or less" not in unread.what and "80 Gb/s" in unread.do
+
+
 @given(st.lists(st.from_regex(r"rdma_en[0-9]{1,2}", fullmatch=True), max_size=8, unique=True))
 def test_ibv_devices_tables_read_back_to_their_devices(names: list[str]) -> None:
     table = output.ibv_devices((name, "e0c5797d9c8fac05") for name in names)
@@ -213,6 +221,18 @@ def test_the_cable_graph_takes_each_node_s_readiness() -> None:
     graph = CableGraph.from_status(status(peer(rdma_ctl_text="disabled\n"), None))
     ready = {h.name: h.rdma_ready for h in graph.hosts.values()}
     assert ready == {"n1": True, "n2": False, "n3": None}
+
+
+def test_a_peer_saying_ready_with_problems_is_judged_as_the_doctor_judges_it() -> None:
+    liar = peer(rdma_ctl_text="disabled\n") | {"ready": True}  # older or hostile
+    heard = checked.check(info(liar))["rdma"]
+    assert heard["ready"] is False
+    graph = CableGraph.from_status(status(heard, peer()))
+    assert {h.name: h.rdma_ready for h in graph.hosts.values()} == {
+        "n1": True, "n2": False, "n3": True,
+    }  # fmt: skip
+    assert doctor(status(heard, peer()))["rdma n2"].status == WARN
+    assert checked.check(info(peer()))["rdma"]["ready"] is True
 
 
 def test_the_doctor_names_the_mac_that_is_not_ready_and_what_to_run_there() -> None:
