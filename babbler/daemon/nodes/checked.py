@@ -185,13 +185,17 @@ def _rdma(value: object) -> Info | None:
     devices = top.get("devices")
     if devices is not None and not isinstance(devices, list):
         raise BadInfo(f"rdma.devices: expected a list, got {_kind(devices)}")
-    return {
+    out: Info = {
         "ready": ready,
         "macos": version,
         "rdma_ctl": _text(top.get("rdma_ctl"), "rdma.rdma_ctl", MAX_TEXT),
         "devices": [_device(d, f"rdma.devices[{i}]") for i, d in enumerate(devices or [])],
         "cables": _items(top.get("cables"), "rdma.cables", _rdma_cable),
     }
+    # judged here as the doctor judges it (ui/rdma_doctor.py), whatever the peer says: an
+    # older or hostile node's ready:true must not get it jaccl from hostfile --backend auto
+    out["ready"] = not rdma.problems(out)
+    return out
 
 
 def _rdma_cable(item: dict[str, Any], at: str) -> Info:
