@@ -59,16 +59,17 @@ def build(
         ids = [render.node_id(value, what) for what in names]
     acts_as = PLATFORMS.get(value.platform or "") or RUNNING  # older babblerd: this system
     label = acts_as.node_address_label if acts_as is not None else None
+    master = hostfile.TORCH_PORT if port is None else port  # --port 0 is refused, not this
     if form == "mlx":
         made = mlxfile.by_backend(backend, graph, ids, allow_hops, ssh_names)
     elif form == "jaccl":
         made = mlxfile.jaccl(graph, ids, ssh_names)
     elif form == "torch":
-        made = hostfile.torch(graph, ids, port or hostfile.TORCH_PORT, this, label)
+        made = hostfile.torch(graph, ids, master, this, label)
     elif form == "env":
-        made = jobenv.env(graph, ids, port or hostfile.TORCH_PORT, label)
+        made = jobenv.env(graph, ids, master, label)
     elif form == "llama-rpc":
-        made = jobenv.llama_rpc(graph, ids, port or jobenv.LLAMA_RPC_PORT)
+        made = jobenv.llama_rpc(graph, ids, jobenv.LLAMA_RPC_PORT if port is None else port)
     else:
         made = hostfile.hosts_lines(graph, taken, ids)
     stderr = [escape(f"babblerctl: warning: {warning}") for warning in made.warnings]

@@ -260,7 +260,7 @@ def ip(
 )
 @click.option(
     "--port",
-    type=int,
+    type=click.IntRange(1, 65535),
     default=None,
     help=f"torch, env: MASTER_PORT (default {hostfile.TORCH_PORT}); llama-rpc: rpc-server's"
     f" port (default {jobenv.LLAMA_RPC_PORT})",

@@ -745,6 +745,17 @@ def test_env_and_llama_rpc_ports_and_the_platform_label() -> None:
     assert built(status, "llama-rpc", port=6000).text == "10.77.0.2:6000\n"
 
 
+@pytest.mark.parametrize("port", ["0", "70000", "-1"])
+def test_a_port_outside_1_to_65535_is_refused_not_taken_for_the_default(port: str) -> None:
+    from click.testing import CliRunner
+
+    from babbler.ctl.main import main
+
+    args = ["--socket", "/nonexistent/babblerd.sock", "hostfile", "--format", "env", "--port", port]
+    done = CliRunner().invoke(main, args)
+    assert done.exit_code == 2 and "Invalid value for '--port'" in done.output, done.output
+
+
 def test_hostfile_help_explains_every_format_in_one_line() -> None:
     from click.testing import CliRunner
 
