@@ -18,7 +18,6 @@ import os
 import plistlib
 import shutil
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,19 +29,18 @@ from babbler.core.errors import EnvironmentProblem
 from babbler.core.platform import MACOS, SOCKET_NAME
 from babbler.daemon.keyfile import load_key
 from babbler.service import plan
-from babbler.service.program import babeld_problem, program_problem
-from babbler.service.systemd import (
-    _drop_config,
-    _planned_config,
-    _remove,
-    _remove_if_empty,
-    _run,
-    _settings,
-    _write,
-    _wrote_config,
+from babbler.service.hostfiles import (
+    Say,
+    drop_config,
+    planned_config,
+    remove,
+    remove_if_empty,
+    run,
+    settings,
+    write,
+    wrote_config,
 )
-
-Say = Callable[[str], None]
+from babbler.service.program import babeld_problem, program_problem
 
 LABEL = "org.babbler.babblerd"
 SHIPPED = plan.FILES / f"{LABEL}.plist"
@@ -170,8 +168,8 @@ def install(request: plan.Request, say: Say) -> int:
     )
     if problem:
         raise EnvironmentProblem(problem)
-    config_plan, config_text = _planned_config(where.config, request)
-    problem = _babeld_problem(_settings(config_text).babeld)
+    config_plan, config_text = planned_config(where.config, request)
+    problem = _babeld_problem(settings(config_text).babeld)
     if problem:
         raise EnvironmentProblem(problem)
     # Without --key-file the key stays as installed (--force is about the config file).
@@ -183,11 +181,11 @@ def install(request: plan.Request, say: Say) -> int:
     changed: list[str] = []
     config_changed = False
     if config_plan.action == "write" and config_plan.text is not None:
-        config_changed = _write(where.config, config_plan.text)
+        config_changed = write(where.config, config_plan.text)
         if config_changed:
-            changed += _wrote_config(where.config, config_plan)
+            changed += wrote_config(where.config, config_plan)
     wanted = plist_bytes(request.program, key_file, where, config_text is not None)
-    plist_changed = _write(where.plist, wanted.decode())
+    plist_changed = write(where.plist, wanted.decode())
     where.log.parent.mkdir(mode=0o755, parents=True, exist_ok=True)  # a Mac has /var/log
     if plist_changed:
         changed.append(f"wrote {where.plist}")
@@ -214,11 +212,11 @@ def install(request: plan.Request, say: Say) -> int:
 
 
 def _launchctl(*args: str) -> None:
-    _run("launchctl", *args)
+    run("launchctl", *args)
 
 
 def _loaded() -> bool:
-    return _run("launchctl", "print", f"system/{LABEL}", check=False).returncode == 0
+    return run("launchctl", "print", f"system/{LABEL}", check=False).returncode == 0
 
 
 def _running_version(where: Paths) -> str | None:
@@ -243,7 +241,7 @@ def _print_status(program: Path, where: Paths, say: Say) -> None:
     ctl = program.with_name("babblerctl")
     if not ctl.exists():
         return
-    done = _run(str(ctl), "--socket", str(where.socket), "status", check=False)
+    done = run(str(ctl), "--socket", str(where.socket), "status", check=False)
     for line in (done.stdout or done.stderr).rstrip("\n").splitlines():
         say(line)
 
@@ -264,13 +262,13 @@ def uninstall(purge: bool, say: Say) -> int:
     if _loaded():
         _launchctl("bootout", f"system/{LABEL}")
         removed.append("stopped babblerd (launchctl bootout)")
-    if _remove(where.plist):
+    if remove(where.plist):
         removed.append(f"removed {where.plist}")
-    if _remove(where.log):
+    if remove(where.log):
         removed.append(f"removed {where.log}")
     if not purge:
-        removed += _drop_config(where.config, say)
-        _remove_if_empty(where.config.parent)
+        removed += drop_config(where.config, say)
+        remove_if_empty(where.config.parent)
     # The run dir babblerd made (launchd has no RuntimeDirectory to remove it on a stop).
     for directory in (where.run_dir, *((where.state_dir, where.config.parent) if purge else ())):
         if directory.is_dir() and not directory.is_symlink():

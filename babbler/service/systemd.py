@@ -6,26 +6,32 @@ uninstall (and --purge) and status. What to write is plan.py's; this module does
 
 from __future__ import annotations
 
-import contextlib
 import os
 import pwd
 import shutil
-import subprocess
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 from babbler import __version__
 from babbler.client import Client
 from babbler.client.errors import ClientError
-from babbler.core.config import Config, merge
 from babbler.core.errors import EnvironmentProblem
 from babbler.core.platform import LINUX, SOCKET_NAME
 from babbler.daemon.keyfile import load_key
 from babbler.service import plan
+from babbler.service.hostfiles import (
+    Say,
+    drop_config,
+    planned_config,
+    read,
+    remove,
+    remove_if_empty,
+    run,
+    settings,
+    write,
+    wrote_config,
+)
 from babbler.service.program import babeld_problem, program_problem
-
-Say = Callable[[str], None]
 
 UNIT = Path("/etc/systemd/system/babblerd.service")
 DROPINS = Path("/etc/systemd/system/babblerd.service.d")
@@ -41,67 +47,7 @@ SERVICE = "babblerd"
 SERVICE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 WAIT_SECONDS = 60.0  # for the public socket to answer `status` after a start
 POLL_SECONDS = 0.2
-COMMAND_SECONDS = 90.0  # one systemctl call (a start waits for READY=1)
 OURS = ("program.conf", "key.conf", "ipv4-prefix.conf")  # the drop-ins install writes
-
-
-def _run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    """Run a command; raises EnvironmentProblem (one line) when it cannot run, does not
-    finish in COMMAND_SECONDS or, with `check`, fails."""
-    try:
-        done = subprocess.run(
-            list(args), capture_output=True, text=True, timeout=COMMAND_SECONDS, check=False
-        )
-    except subprocess.TimeoutExpired:
-        raise EnvironmentProblem(
-            f"{' '.join(args)} did not finish within {COMMAND_SECONDS:g} s: "
-            "the system's log says why"
-        ) from None
-    except OSError as error:
-        raise EnvironmentProblem(f"{args[0]} could not run: {error.strerror}") from None
-    if check and done.returncode != 0:
-        detail = (done.stderr or done.stdout).strip().splitlines()
-        raise EnvironmentProblem(
-            f"{' '.join(args)} failed: {detail[-1] if detail else f'exit {done.returncode}'}"
-        )
-    return done
-
-
-def _read(path: Path) -> str | None:
-    try:
-        return path.read_text(encoding="utf-8")
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    except UnicodeDecodeError:
-        return ""  # not ours, whatever it is: differs from anything install writes
-    except OSError as error:
-        raise EnvironmentProblem(f"could not read {path}: {error.strerror}") from None
-
-
-def _write(path: Path, text: str, mode: int = 0o644) -> bool:
-    """Write `text` (root's, `mode`) unless the file holds it already; whether it changed.
-    Raises EnvironmentProblem (one line) when it cannot."""
-    if _read(path) == text:
-        return False
-    temporary = path.with_name(f".{path.name}.new")
-    try:
-        path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode)
-        with os.fdopen(fd, "w", encoding="utf-8") as file:
-            file.write(text)
-        os.chmod(temporary, mode)
-        os.replace(temporary, path)
-    except OSError as error:
-        raise EnvironmentProblem(f"could not write {path}: {error.strerror}") from None
-    return True
-
-
-def _remove(path: Path) -> bool:
-    try:
-        path.unlink()
-    except FileNotFoundError:
-        return False
-    return True
 
 
 # -- refusals -----------------------------------------------------------------------------
@@ -131,21 +77,6 @@ def _babeld_problem(babeld: str) -> str | None:
     return f"{babeld} not found on the service's PATH ({SERVICE_PATH}): install babeld"
 
 
-def _settings(config_text: str | None) -> Config:
-    """The settings the service will run with: the file it will read. Raises ConfigError."""
-    return merge(plan.parse_config(config_text) if config_text else {}, {}, plan.CONFIG_FILE)
-
-
-def _planned_config(path: Path, request: plan.Request) -> tuple[plan.ConfigPlan, str | None]:
-    """What install does with the config file at `path` (launchd's too), and the text the
-    service will read there. Raises EnvironmentProblem: a file edited by hand differs."""
-    there = _read(path)
-    config_plan = plan.plan_config(there, request)
-    if config_plan.action == "refuse":
-        raise EnvironmentProblem("\n".join(config_plan.lines))
-    return config_plan, config_plan.text if config_plan.action == "write" else there
-
-
 # -- install ------------------------------------------------------------------------------
 
 
@@ -156,8 +87,8 @@ def install(request: plan.Request, say: Say) -> int:
     problem = _root_problem("install-system-daemon") or program_problem(request.program)
     if problem:
         raise EnvironmentProblem(problem)
-    config_plan, config_text = _planned_config(plan.CONFIG_FILE, request)
-    config = _settings(config_text)
+    config_plan, config_text = planned_config(plan.CONFIG_FILE, request)
+    config = settings(config_text)
     problem = _babeld_problem(config.babeld)
     if problem:
         raise EnvironmentProblem(problem)
@@ -167,12 +98,12 @@ def install(request: plan.Request, say: Say) -> int:
 
     previous = installed_program()  # before program.conf names this one
     changed: list[str] = []
-    if _write(SYSUSERS, (plan.FILES / "babbler.sysusers").read_text()):
+    if write(SYSUSERS, (plan.FILES / "babbler.sysusers").read_text()):
         changed.append(f"wrote {SYSUSERS}")
     if not _user_exists():
-        _run("systemd-sysusers", str(SYSUSERS))
+        run("systemd-sysusers", str(SYSUSERS))
         changed.append(f"made the system user {USER}")
-    unit_changed = _write(UNIT, (plan.FILES / "babblerd.service").read_text())
+    unit_changed = write(UNIT, (plan.FILES / "babblerd.service").read_text())
     if unit_changed:
         changed.append(f"wrote {UNIT}")
     wanted = plan.dropins(request.program, key_file, config.ipv4_prefix)
@@ -181,36 +112,36 @@ def install(request: plan.Request, say: Say) -> int:
     for name in OURS:
         path = DROPINS / name
         if name in wanted:
-            if _write(path, wanted[name]):
+            if write(path, wanted[name]):
                 unit_changed = True
                 changed.append(f"wrote {path}")
-        elif not (name == "key.conf" and keep_key) and _remove(path):
+        elif not (name == "key.conf" and keep_key) and remove(path):
             unit_changed = True
             changed.append(f"removed {path}")
     config_changed = False
     if config_plan.action == "write" and config_plan.text is not None:
-        config_changed = _write(plan.CONFIG_FILE, config_plan.text)
+        config_changed = write(plan.CONFIG_FILE, config_plan.text)
         if config_changed:
-            changed += _wrote_config(plan.CONFIG_FILE, config_plan)
+            changed += wrote_config(plan.CONFIG_FILE, config_plan)
     changed += _link_programs(request.program, previous)
 
     for line in changed:  # said before the wait: a timeout must not hide what was written
         say(line)
     if unit_changed:
-        _run("systemctl", "daemon-reload")
+        run("systemctl", "daemon-reload")
     started: list[str] = []
-    if _run("systemctl", "is-enabled", SERVICE, check=False).stdout.strip() != "enabled":
-        _run("systemctl", "enable", SERVICE)
+    if run("systemctl", "is-enabled", SERVICE, check=False).stdout.strip() != "enabled":
+        run("systemctl", "enable", SERVICE)
         started.append("enabled babblerd.service")
     if not _active():
-        _run("systemctl", "reset-failed", SERVICE, check=False)
-        _run("systemctl", "start", SERVICE)
+        run("systemctl", "reset-failed", SERVICE, check=False)
+        run("systemctl", "start", SERVICE)
         started.append("started babblerd")
     else:
         running = _running_version()
         if unit_changed or config_changed or running != __version__:
-            _run("systemctl", "reset-failed", SERVICE, check=False)  # its start limit too
-            _run("systemctl", "restart", SERVICE)
+            run("systemctl", "reset-failed", SERVICE, check=False)  # its start limit too
+            run("systemctl", "restart", SERVICE)
             started.append(f"restarted babblerd ({plan.restart_reason(running, __version__)})")
     for line in started:
         say(line)
@@ -219,12 +150,6 @@ def install(request: plan.Request, say: Say) -> int:
         say("no change: babblerd is installed, enabled and running")
     _print_status(request.program, say)
     return 0
-
-
-def _wrote_config(path: Path, config_plan: plan.ConfigPlan) -> list[str]:
-    """What install says on writing the config file (launchd's too): the file, and each
-    setting that changed from the file there (one dropped says so too)."""
-    return [f"wrote {path}", *(f"  {line}" for line in config_plan.lines)]
 
 
 def _user_exists() -> bool:
@@ -236,7 +161,7 @@ def _user_exists() -> bool:
 
 
 def _active() -> bool:
-    return _run("systemctl", "is-active", SERVICE, check=False).stdout.strip() == "active"
+    return run("systemctl", "is-active", SERVICE, check=False).stdout.strip() == "active"
 
 
 def _running_version() -> str | None:
@@ -261,7 +186,7 @@ def _print_status(program: Path, say: Say) -> None:
     ctl = program.with_name("babblerctl")
     if not ctl.exists():
         return
-    done = _run(str(ctl), "--socket", str(SOCKET), "status", check=False)
+    done = run(str(ctl), "--socket", str(SOCKET), "status", check=False)
     for line in (done.stdout or done.stderr).rstrip("\n").splitlines():
         say(line)
 
@@ -300,7 +225,7 @@ def _links_to(link: Path, program: Path | None, name: str) -> bool:
 
 def installed_program() -> Path | None:
     """The program the installed unit runs (its program.conf drop-in), if any."""
-    text = _read(DROPINS / "program.conf") or ""
+    text = read(DROPINS / "program.conf") or ""
     lines = [line for line in text.splitlines() if line.startswith("ExecStart=")]
     value = lines[-1].partition("=")[2].strip() if lines else ""
     return Path(value) if value else None
@@ -316,23 +241,23 @@ def uninstall(purge: bool, say: Say) -> int:
     removed: list[str] = []
     program = installed_program()
     if UNIT.exists():
-        _run("systemctl", "disable", "--now", SERVICE)
+        run("systemctl", "disable", "--now", SERVICE)
         removed.append("stopped and disabled babblerd")
     for path in (*(DROPINS / name for name in OURS), UNIT, SYSUSERS):
-        if _remove(path):
+        if remove(path):
             removed.append(f"removed {path}")
-    _remove_if_empty(DROPINS)
+    remove_if_empty(DROPINS)
     for name in PROGRAMS:
         link = LINKS / name
         if _links_to(link, program, name):
             link.unlink()
             removed.append(f"removed {link}")
     if not purge:
-        removed += _drop_config(plan.CONFIG_FILE, say)
-        _remove_if_empty(CONFIG_DIR)
+        removed += drop_config(plan.CONFIG_FILE, say)
+        remove_if_empty(CONFIG_DIR)
     if removed:
-        _run("systemctl", "daemon-reload")
-        _run("systemctl", "reset-failed", SERVICE, check=False)
+        run("systemctl", "daemon-reload")
+        run("systemctl", "reset-failed", SERVICE, check=False)
     if purge:
         removed += _purge()
     for line in removed or ["not installed: nothing to remove"]:
@@ -340,31 +265,13 @@ def uninstall(purge: bool, say: Say) -> int:
     return 0
 
 
-def _drop_config(path: Path, say: Say) -> list[str]:
-    """Uninstall's step for the config file (launchd's too): removed when install wrote it
-    and no one edited it; kept, and said, otherwise. What it removed."""
-    text = _read(path)
-    if text is None:
-        return []
-    if not plan.written_by_install(text):
-        say(f"kept {path}: edited by hand (--purge removes it)")
-        return []
-    _remove(path)
-    return [f"removed {path}"]
-
-
-def _remove_if_empty(directory: Path) -> None:
-    with contextlib.suppress(OSError):  # missing, or holds someone's files
-        directory.rmdir()
-
-
 def _purge() -> list[str]:
     out = []
     if _user_exists():
-        _run("userdel", USER)
+        run("userdel", USER)
         out.append(f"removed the system user {USER}")
-    if _run("getent", "group", USER, check=False).returncode == 0:
-        _run("groupdel", USER)
+    if run("getent", "group", USER, check=False).returncode == 0:
+        run("groupdel", USER)
         out.append(f"removed the group {USER}")
     for directory in (STATE_DIR, CONFIG_DIR):
         if directory.is_dir() and not directory.is_symlink():
@@ -387,7 +294,7 @@ def status() -> plan.Status:
     version = _running_version() if installed else None
     problem = None
     if installed and version is None:
-        state = _run("systemctl", "is-active", SERVICE, check=False).stdout.strip()
+        state = run("systemctl", "is-active", SERVICE, check=False).stdout.strip()
         problem = f"systemctl is-active babblerd: {state or 'unknown'}; journalctl -u babblerd"
     program = installed_program()
     return plan.Status(

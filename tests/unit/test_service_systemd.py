@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from babbler.core.errors import EnvironmentProblem
-from babbler.service import command, launchd, plan, systemd
+from babbler.service import command, hostfiles, launchd, plan, systemd
 from babbler.service.plan import Request
 
 
@@ -34,7 +34,7 @@ def host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setattr(systemd, "_root_problem", lambda what: None)
     monkeypatch.setattr(systemd, "program_problem", lambda program: None)
     ran: list[tuple[str, ...]] = []
-    monkeypatch.setattr(systemd, "_run", lambda *args, check=True: ran.append(args))
+    monkeypatch.setattr(systemd, "run", lambda *args, check=True: ran.append(args))
     return root
 
 
@@ -161,7 +161,7 @@ def test_a_command_that_cannot_run_is_one_line(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     code, err = _said_by_command(
-        capsys, monkeypatch, lambda: systemd._run("babbler-h6-no-such-program", "x")
+        capsys, monkeypatch, lambda: hostfiles.run("babbler-h6-no-such-program", "x")
     )
     assert (code, err) == (
         1,
@@ -172,8 +172,8 @@ def test_a_command_that_cannot_run_is_one_line(
 def test_a_command_that_hangs_is_one_line(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(systemd, "COMMAND_SECONDS", 0.2)
-    code, err = _said_by_command(capsys, monkeypatch, lambda: systemd._run("sleep", "5"))
+    monkeypatch.setattr(hostfiles, "COMMAND_SECONDS", 0.2)
+    code, err = _said_by_command(capsys, monkeypatch, lambda: hostfiles.run("sleep", "5"))
     assert (code, err) == (
         1,
         "babblerd: sleep 5 did not finish within 0.2 s: the system's log says why\n",
@@ -185,7 +185,7 @@ def test_a_file_that_cannot_be_written_is_one_line(
 ) -> None:
     (tmp_path / "etc").write_text("a file where a directory should be")
     target = tmp_path / "etc/babbler/babblerd.toml"
-    code, err = _said_by_command(capsys, monkeypatch, lambda: systemd._write(target, "x"))
+    code, err = _said_by_command(capsys, monkeypatch, lambda: hostfiles.write(target, "x"))
     assert (code, err) == (1, f"babblerd: could not write {target}: Not a directory\n")
 
 
@@ -198,7 +198,7 @@ def up(host: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
         answer = {"is-enabled": "enabled\n", "is-active": "active\n"}
         return subprocess.CompletedProcess(args, 0, answer.get(args[1], "") if args[1:] else "")
 
-    monkeypatch.setattr(systemd, "_run", run)
+    monkeypatch.setattr(systemd, "run", run)
     monkeypatch.setattr(systemd, "_babeld_problem", lambda babeld: None)
     monkeypatch.setattr(systemd, "_user_exists", lambda: True)
     monkeypatch.setattr(systemd, "_print_status", lambda program, say: None)

@@ -1,0 +1,119 @@
+"""The host's files and commands as install-system-daemon touches them, on Linux and macOS
+alike (systemd.py and launchd.py): a command run, a root's file written only when it
+differs, removed; the config file's steps (plan.py says what, this module does it).
+Each failure is one line (EnvironmentProblem), never a traceback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+from babbler.core.config import Config, merge
+from babbler.core.errors import EnvironmentProblem
+from babbler.service import plan
+
+Say = Callable[[str], None]
+
+COMMAND_SECONDS = 90.0  # one command (systemctl start waits for READY=1)
+
+
+def run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """Run a command; raises EnvironmentProblem (one line) when it cannot run, does not
+    finish in COMMAND_SECONDS or, with `check`, fails."""
+    try:
+        done = subprocess.run(
+            list(args), capture_output=True, text=True, timeout=COMMAND_SECONDS, check=False
+        )
+    except subprocess.TimeoutExpired:
+        raise EnvironmentProblem(
+            f"{' '.join(args)} did not finish within {COMMAND_SECONDS:g} s: "
+            "the system's log says why"
+        ) from None
+    except OSError as error:
+        raise EnvironmentProblem(f"{args[0]} could not run: {error.strerror}") from None
+    if check and done.returncode != 0:
+        detail = (done.stderr or done.stdout).strip().splitlines()
+        raise EnvironmentProblem(
+            f"{' '.join(args)} failed: {detail[-1] if detail else f'exit {done.returncode}'}"
+        )
+    return done
+
+
+def read(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except UnicodeDecodeError:
+        return ""  # not ours, whatever it is: differs from anything install writes
+    except OSError as error:
+        raise EnvironmentProblem(f"could not read {path}: {error.strerror}") from None
+
+
+def write(path: Path, text: str, mode: int = 0o644) -> bool:
+    """Write `text` (root's, `mode`) unless the file holds it already; whether it changed.
+    Raises EnvironmentProblem (one line) when it cannot."""
+    if read(path) == text:
+        return False
+    temporary = path.with_name(f".{path.name}.new")
+    try:
+        path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode)
+        with os.fdopen(fd, "w", encoding="utf-8") as file:
+            file.write(text)
+        os.chmod(temporary, mode)
+        os.replace(temporary, path)
+    except OSError as error:
+        raise EnvironmentProblem(f"could not write {path}: {error.strerror}") from None
+    return True
+
+
+def remove(path: Path) -> bool:
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def settings(config_text: str | None) -> Config:
+    """The settings the service will run with: the file it will read. Raises ConfigError."""
+    return merge(plan.parse_config(config_text) if config_text else {}, {}, plan.CONFIG_FILE)
+
+
+def planned_config(path: Path, request: plan.Request) -> tuple[plan.ConfigPlan, str | None]:
+    """What install does with the config file at `path` , and the text the
+    service will read there. Raises EnvironmentProblem: a file edited by hand differs."""
+    there = read(path)
+    config_plan = plan.plan_config(there, request)
+    if config_plan.action == "refuse":
+        raise EnvironmentProblem("\n".join(config_plan.lines))
+    return config_plan, config_plan.text if config_plan.action == "write" else there
+
+
+def drop_config(path: Path, say: Say) -> list[str]:
+    """Uninstall's step for the config file : removed when install wrote it
+    and no one edited it; kept, and said, otherwise. What it removed."""
+    text = read(path)
+    if text is None:
+        return []
+    if not plan.written_by_install(text):
+        say(f"kept {path}: edited by hand (--purge removes it)")
+        return []
+    remove(path)
+    return [f"removed {path}"]
+
+
+def remove_if_empty(directory: Path) -> None:
+    with contextlib.suppress(OSError):  # missing, or holds someone's files
+        directory.rmdir()
+
+
+def wrote_config(path: Path, config_plan: plan.ConfigPlan) -> list[str]:
+    """What install says on writing the config file : the file, and each
+    setting that changed from the file there (one dropped says so too)."""
+    return [f"wrote {path}", *(f"  {line}" for line in config_plan.lines)]
