@@ -174,11 +174,21 @@ def _device(graph: CableGraph, node_id: str, other: str, count: int) -> str | li
 
 
 def _not_ready(graph: CableGraph, hosts: list[Host]) -> list[str]:
-    """A warning for the hosts known not to be ready for RDMA (unknown: not warned)."""
+    """A warning for the hosts not ready for RDMA, and one for those whose readiness is not
+    known (a Linux node, or an older babblerd): jaccl will not run there either way."""
+    out = []
     off = [graph.label(h.node_id) for h in hosts if h.rdma_ready is False]
-    if not off:
-        return []
-    return [f"not ready for RDMA: {', '.join(off)} (babblerctl doctor says what to run there)"]
+    if off:
+        out.append(
+            f"not ready for RDMA: {', '.join(off)} (babblerctl doctor says what to run there)"
+        )
+    unknown = [graph.label(h.node_id) for h in hosts if h.rdma_ready is None]
+    if unknown:
+        out.append(
+            f"RDMA readiness unknown (not a Mac, or not read yet): {', '.join(unknown)}"
+            " (jaccl runs only between Macs ready for RDMA)"
+        )
+    return out
 
 
 def jaccl(graph: CableGraph, chosen: Sequence[str] | None, by_name: bool) -> Hostfile:

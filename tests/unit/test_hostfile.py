@@ -540,10 +540,15 @@ def test_auto_ready_without_a_ring_refuses_as_ring_does() -> None:
     assert made.value["backend"] == "ring" and "no ring" in made.notes[0]
 
 
-def test_jaccl_backends_warn_of_a_node_known_not_ready() -> None:
+def test_jaccl_backends_warn_of_a_node_not_ready_or_not_known_to_be() -> None:
     made = mlxfile.jaccl(ready_status(3, full_mesh(3), ready={2: False}), None, False)
     assert made.warnings == ["not ready for RDMA: n3 (babblerctl doctor says what to run there)"]
-    assert mlxfile.jaccl(graph(3, full_mesh(3)), None, False).warnings == []  # unknown: quiet
+    unknown = (
+        "RDMA readiness unknown (not a Mac, or not read yet): n1, n2, n3"
+        " (jaccl runs only between Macs ready for RDMA)"
+    )
+    assert mlxfile.jaccl(graph(3, full_mesh(3)), None, False).warnings == [unknown]
+    assert mlxfile.jaccl_ring(graph(3, full_mesh(3)), None, False).warnings == [unknown]
 
 
 @pytest.mark.parametrize(
