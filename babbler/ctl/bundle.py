@@ -71,8 +71,8 @@ def kernel_settings(state_dir: Path) -> dict[str, object]:
 
 def contents(
     facts: Facts, found: Sequence[Check], state_dir: Path, log_file: Path | None, run: Run
-) -> dict[str, str]:
-    """The bundle's files, name -> text."""
+) -> tuple[dict[str, str], str]:
+    """The bundle's files (name -> text) and where its log came from."""
     raw = dict(facts.status.raw) if facts.status is not None else None
     log, source = log_lines(log_file, run)
     versions = {
@@ -102,7 +102,8 @@ def contents(
         "record\n"
         f"Runs of 32 or more hex digits are replaced by {HIDDEN}: never a mesh key.\n"
     )
-    return {name: HEX_RUN.sub(HIDDEN, text) for name, text in out.items()}
+    files = {name: HEX_RUN.sub(HIDDEN, text) for name, text in out.items()}
+    return files, HEX_RUN.sub(HIDDEN, source)
 
 
 def write_bundle(
@@ -114,14 +115,14 @@ def write_bundle(
     run: Run | None = None,
 ) -> str:
     """Write the tarball (gzip, 0600: it names the mesh's machines) and say what it holds."""
-    files = contents(facts, found, state_dir, log_file, run or run_command)
+    files, source = contents(facts, found, state_dir, log_file, run or run_command)
     folder = f"babbler-doctor-{time.strftime('%Y%m%d-%H%M%S')}"
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    os.fchmod(fd, 0o600)  # O_CREAT's mode is for a new file; an old one keeps its own
     with os.fdopen(fd, "wb") as raw, tarfile.open(fileobj=raw, mode="w:gz") as tar:
         for name, text in files.items():
             data = text.encode()
             info = tarfile.TarInfo(f"{folder}/{name}")
             info.size, info.mtime, info.mode = len(data), int(time.time()), 0o600
             tar.addfile(info, io.BytesIO(data))
-    source = files["README.txt"].splitlines()[3].partition(", from ")[2]
     return f"wrote {path}: {', '.join(files)} (log from {source})"

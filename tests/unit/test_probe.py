@@ -298,3 +298,16 @@ def test_the_bundle_holds_its_files_and_never_a_key(tmp_path: Path) -> None:
     assert len(lines) == bundle.LOG_LINES and lines[0] == "line 101"
     assert all(key.encode() not in data for data in files.values())
     assert lines[-1] == f"oops {bundle.HIDDEN}"
+
+
+def test_a_bundle_written_over_an_old_file_is_0600_too(tmp_path: Path) -> None:
+    out = tmp_path / "b.tar.gz"
+    out.write_text("an older bundle")
+    out.chmod(0o644)
+    facts = Facts("Linux", True, "/run/babbler/babblerd.sock", typed({"mesh": "running"}))
+    log = tmp_path / "babblerd.log"
+    log.write_text("one line\n")
+    said = bundle.write_bundle(out, facts, [], tmp_path, log, fake_run)
+    assert out.stat().st_mode & 0o777 == 0o600 and said.endswith(f"(log from {log})")
+    with tarfile.open(out) as tar:
+        assert len(tar.getmembers()) == 7
