@@ -22,6 +22,7 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Iterable
 from ipaddress import IPv4Address, IPv4Network
 
 from babbler.bench import runner, wire
@@ -38,20 +39,31 @@ CABLE_POLL = 1.0  # seconds between looks for this node's cable addresses
 
 def local_ipv4() -> set[str]:
     """This host's IPv4 addresses, no privilege needed: netlink where pyroute2 is installed
-    (Linux, babbler's dependency there), else netifaces (macOS's)."""
+    (Linux, babbler's dependency there), else netifaces (macOS's). An entry without an
+    address is skipped: it must not spoil the rest (serve_cables would keep its old set)."""
     try:
         from pyroute2 import IPRoute
     except ImportError:
         import netifaces
 
-        return {
-            str(entry.get("addr"))
+        return ipv4_only(
+            entry.get("addr")
             for name in netifaces.interfaces()
             for entry in netifaces.ifaddresses(name).get(netifaces.AF_INET, [])
-        }
+        )
     with IPRoute() as ip:
         found = ip.get_addr(family=socket.AF_INET)
-    return {str(a.get_attr("IFA_LOCAL") or a.get_attr("IFA_ADDRESS")) for a in found}
+    return ipv4_only(a.get_attr("IFA_LOCAL") or a.get_attr("IFA_ADDRESS") for a in found)
+
+
+def ipv4_only(values: Iterable[object]) -> set[str]:
+    """The values that are IPv4 addresses (None and anything else left out)."""
+    out = set()
+    for value in values:
+        if isinstance(value, str):
+            with contextlib.suppress(ValueError):
+                out.add(str(IPv4Address(value)))
+    return out
 
 
 class Responder:

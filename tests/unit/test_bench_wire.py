@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import sys
+import types
 import xml.etree.ElementTree as ET
 from ipaddress import IPv4Network
 
@@ -130,3 +132,22 @@ def test_the_progress_bar_redraws_ten_times_a_second_at_most(
     show(1.0)
     assert bar.redraws <= 10 * 10 + 2, bar.redraws
     assert capsys.readouterr().err.endswith("100%")
+
+
+def test_an_address_entry_without_an_address_does_not_spoil_the_rest(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """local_ipv4, read by serve_cables each second: one entry without "addr" (netifaces)
+    or without IFA_LOCAL/IFA_ADDRESS (netlink) was "None", and IPv4Address("None") stopped
+    the responder picking up new cable addresses for good."""
+    from babbler.bench import responder
+
+    faked = types.ModuleType("netifaces")
+    table = {"lo0": [{"addr": "127.0.0.1"}], "en4": [{"peer": "x"}, {"addr": "10.77.200.4"}]}
+    faked.AF_INET = 2  # type: ignore[attr-defined]
+    faked.interfaces = lambda: list(table)  # type: ignore[attr-defined]
+    faked.ifaddresses = lambda name: {2: table[name]}  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "pyroute2", None)  # macOS: no pyroute2, netifaces
+    monkeypatch.setitem(sys.modules, "netifaces", faked)
+    assert responder.local_ipv4() == {"127.0.0.1", "10.77.200.4"}
+    assert responder.ipv4_only([None, "None", "10.77.200.6", 7, "fde0::1"]) == {"10.77.200.6"}
