@@ -178,12 +178,36 @@ def _str(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def _others(raw: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return [
+        n
+        for n in raw.get("nodes") or []
+        if isinstance(n, Mapping) and n.get("node_id") != raw.get("node_id")
+    ]
+
+
+def unreachable_lines(raw: Mapping[str, Any]) -> list[Line]:
+    """The nodes babblerd knows but has no route to: named, not probed (they would fail as
+    "no route to it" and stop the probe, though `babblerctl nodes` already says so)."""
+    graph = CableGraph.from_status(raw)
+    return [
+        (
+            f"node {graph.label(str(n.get('node_id')))}",
+            WARN,
+            "not reachable (no route to it in the mesh): not probed",
+            "babblerctl nodes says since when; its cables and its babblerd",
+        )
+        for n in _others(raw)
+        if n.get("reachable") is False
+    ]
+
+
 def node_addresses(raw: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """(name, address) of every other node's node addresses, IPv6 then IPv4."""
+    """(name, address) of every other reachable node's node addresses, IPv6 then IPv4."""
     graph = CableGraph.from_status(raw)
     out = []
-    for node in raw.get("nodes") or []:
-        if not isinstance(node, Mapping) or node.get("node_id") == raw.get("node_id"):
+    for node in _others(raw):
+        if node.get("reachable") is False:
             continue
         name = graph.label(str(node.get("node_id")))
         for key in ("node_address", "node_address_v4"):
@@ -312,7 +336,12 @@ def probe(
     loopback = "lo" if platform.key == "linux" else "lo0"
     layers: list[tuple[str, Callable[[], list[Line]]]] = [
         ("cables", lambda: judge.cable_lines(cable_probes(raw, bench_port), bench_port)),
-        ("node addresses", lambda: judge.node_lines(node_probes(raw, info_port, bench_port))),
+        (
+            "node addresses",
+            lambda: (
+                unreachable_lines(raw) + judge.node_lines(node_probes(raw, info_port, bench_port))
+            ),
+        ),
         ("routes", lambda: judge.route_lines(routes_seen(raw, run, platform), cables, loopback)),
     ]
     out: list[Line] = []

@@ -216,6 +216,27 @@ def test_the_probe_stops_at_the_first_layer_that_fails(monkeypatch: pytest.Monke
     assert lines[-1][2] == "stopped at cables: not probed: node addresses, routes"
 
 
+def test_a_node_that_is_not_reachable_is_named_not_probed(monkeypatch: pytest.MonkeyPatch) -> None:
+    n2 = {"node_id": "bbbbbbbbbbbb", "name": "n2", "node_address": "fde0::2", "reachable": True}
+    n3 = n2 | {"node_id": "cccccccccccc", "name": "n3", "node_address": "fde0::3"}
+    raw = RAW | {"nodes": [n2, n3 | {"reachable": False}]}
+    tried: list[str] = []
+
+    def reach(address: str, port: int) -> Outcome:
+        tried.append(address)
+        return Outcome(seconds=0.001)
+
+    fine = [CableProbe("v1x2", "n2", "10.77.133.248", "10.77.133.249", Outcome(seconds=0.01))]
+    monkeypatch.setattr(acting, "cable_probes", lambda raw, port: fine)
+    monkeypatch.setattr(acting, "reach", reach)
+    lines = acting.probe(raw, fake_run, LINUX)
+    assert tried == ["fde0::2"]
+    n3 = [line for line in lines if line[0] == "node n3"]
+    assert n3 == [("node n3", WARN, "not reachable (no route to it in the mesh): not probed",
+                   "babblerctl nodes says since when; its cables and its babblerd")]  # fmt: skip
+    assert not any(line[2].startswith("stopped at node addresses") for line in lines), lines
+
+
 def test_a_refused_connect_on_loopback_is_refused_at_once() -> None:
     outcome = acting.reach("127.0.0.1", 9, timeout=2.0)  # discard: nobody listens here
     assert outcome.errno == errno.ECONNREFUSED and not outcome.timed_out
