@@ -231,8 +231,8 @@ def test_a_node_that_is_not_reachable_is_named_not_probed(monkeypatch: pytest.Mo
     monkeypatch.setattr(acting, "reach", reach)
     lines = acting.probe(raw, fake_run, LINUX)
     assert tried == ["fde0::2"]
-    n3 = [line for line in lines if line[0] == "node n3"]
-    assert n3 == [("node n3", WARN, "not reachable (no route to it in the mesh): not probed",
+    named = [line for line in lines if line[0] == "node n3"]
+    assert named == [("node n3", WARN, "not reachable (no route to it in the mesh): not probed",
                    "babblerctl nodes says since when; its cables and its babblerd")]  # fmt: skip
     assert not any(line[2].startswith("stopped at node addresses") for line in lines), lines
 
