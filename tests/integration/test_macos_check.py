@@ -43,7 +43,6 @@ NOT_ANSWERED = {
     "source-address": "route -n get -inet6 ",
     "pf": "pfctl -s info",
     "netifaces": "python -c 'import netifaces'",
-    "rdma": "rdma_ctl status",
     "ra-forwarding": "ndp -rn",
     "route-socket": "ifconfig bridge9 create",
 }
@@ -61,7 +60,9 @@ RUN_FOR = 180.0  # the script's own waits: a few seconds here (--ra-wait 1)
 def lab() -> Iterator[Lab]:
     """Two macOS nodes cabled by one Thunderbolt cable (en2 at both), out of bridge0."""
     needs.netifaces()
-    lab = Lab.create(f"c{os.getpid() % 100000}", 2, "line", ["--mode", "always"], platform="macos")
+    lab = Lab.create(
+        f"c{os.getpid() % 100000}", 2, "line", ["--mode", "always"], platform="macos", speed_gbps=80
+    )
     try:
         lab.start_all()
         lab.wait_reachable(WAIT)

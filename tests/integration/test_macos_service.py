@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
+import sys
 from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
@@ -127,7 +128,10 @@ def test_install_on_two_macs_meshes_and_uninstall_leaves_nothing(macs: Lab, tmp_
     tree = {node.name: listing(node) for node in macs.nodes}  # as before install
     key = tmp_path / "mesh.key"
     made = subprocess.run(
-        ["babblerctl", "keygen", str(key)], capture_output=True, text=True, check=False
+        [str(Path(sys.executable).with_name("babblerctl")), "keygen", str(key)],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert made.returncode == 0, made.stderr
     for node in macs.nodes:
