@@ -327,15 +327,19 @@ def untrusted(
     """Why a service must not run this program, in one line, or None: each path from / to
     the interpreter, the babblerd script and the babbler package must be root's and not
     writable by group or others (else that user or group could run code as root), and
-    none may lie where the unit cannot see (ProtectHome). `fix`: the way out said (default:
-    install babbler for root, ROOT_INSTALL)."""
+    none may lie where the unit cannot see (ProtectHome). A sticky directory of root's
+    (/tmp) may be writable by all when what lies below it is root's: others can add beside
+    it but not rename or replace it (the rule of ssh's StrictModes). `fix`: the way out
+    said (default: install babbler for root, ROOT_INSTALL)."""
     fix = fix or f"install babbler for root: {ROOT_INSTALL}"
     for chain in chains:
         for unseen in hidden:  # systemd's ProtectHome; launchd hides nothing
             if chain.target.is_relative_to(unseen):
                 return f"{chain.target} is under {unseen}, which the service cannot see; {fix}"
-        for step in chain.steps:
+        for step, below in zip(chain.steps, (*chain.steps[1:], None), strict=True):
             mode = stat.S_IMODE(step.mode)
+            if _sticky_above_entry(step, below):
+                continue
             if step.uid != 0 or mode & 0o022:
                 who = (
                     f"owned by uid {step.uid}"
@@ -349,3 +353,9 @@ def untrusted(
                     f"{chain.target}; {fix}"
                 )
     return None
+
+
+def _sticky_above_entry(step: PathFacts, below: PathFacts | None) -> bool:
+    """A root-owned sticky directory with an entry below it on the way (which is then
+    judged by its own owner and mode)."""
+    return below is not None and step.uid == 0 and bool(step.mode & stat.S_ISVTX)

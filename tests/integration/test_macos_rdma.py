@@ -87,7 +87,9 @@ def test_three_ready_macs_and_a_doctor_that_names_the_one_that_is_not(macs: Lab)
     assert "n2 macOS 26.2, RDMA disabled" in said
     macs.stop(n2)
     macs.start(n2)
+    # each node hears it on its own time (node info is asked by each)
     until(lambda: infos_say(macs, n1, {"n2": False}), WAIT, "n1 hears n2 is not ready")
+    until(lambda: infos_say(macs, n3, {"n2": False}), WAIT, "n3 hears n2 is not ready")
     found = doctor(macs, n3)  # any node's doctor names it
     bad = found["rdma n2"]
     assert bad["status"] == "warn" and "rdma_ctl status: disabled" in bad["saw"]

@@ -172,6 +172,27 @@ def test_the_program_must_be_roots_alone(last: tuple[str, int, int], problem: st
         assert "would let a user run code as root" in said and plan.ROOT_INSTALL in said
 
 
+@pytest.mark.parametrize(
+    ("below", "problem"),
+    [
+        (("/tmp/src", 0, 0o755), None),
+        (("/tmp/src", 1000, 0o755), "/tmp/src (owned by uid 1000)"),
+        (("/tmp/src", 0, 0o777), "/tmp/src (writable by others)"),
+    ],
+)
+def test_a_sticky_directory_of_roots_is_passed_only_to_roots_own(
+    below: tuple[str, int, int], problem: str | None
+) -> None:
+    tmp = ("/tmp", 0, 0o1777)
+    said = plan.untrusted([_chain(("/", 0, 0o755), tmp, below)])
+    if problem is None:
+        assert said is None
+    else:
+        assert said is not None and said.startswith(problem)
+    not_sticky = plan.untrusted([_chain(("/", 0, 0o755), ("/tmp", 0, 0o777), below)])
+    assert not_sticky is not None and not_sticky.startswith("/tmp (writable by others)")
+
+
 def test_a_program_in_a_home_is_refused_as_unseen() -> None:
     chain = _chain(("/", 0, 0o755), ("/home", 0, 0o755))
     said = plan.untrusted([Chain(Path("/home/ann/.venv/bin/babblerd"), chain.steps)])
