@@ -65,17 +65,23 @@ def main(config: Path | None, **given: Any) -> tuple[Path | None, dict[str, Any]
     return config, flags_given(given)
 
 
-def parse(args: list[str]) -> tuple[Path | None, dict[str, Any]]:
-    """The config file and the flags given in `args`, as click reads them. Help, version,
-    shell completion and every error end the process here, as click's own main would."""
+def run_click(command: click.Command, args: list[str]) -> Any:
+    """What `command` returns for `args`; click's usage errors and Ctrl-C end the process
+    here with click's message and exit code, as its standalone mode would."""
     try:
-        result = main.main(args, prog_name="babblerd", standalone_mode=False)
+        return command.main(args, prog_name="babblerd", standalone_mode=False)
     except click.ClickException as error:
         error.show()
         sys.exit(error.exit_code)
     except click.Abort:
         click.echo("Aborted!", err=True)
         sys.exit(1)
+
+
+def parse(args: list[str]) -> tuple[Path | None, dict[str, Any]]:
+    """The config file and the flags given in `args`, as click reads them. Help, version,
+    shell completion and every error end the process here, as click's own main would."""
+    result = run_click(main, args)
     if not isinstance(result, tuple):  # --help, --version: click printed it
         sys.exit(result or 0)
     config, flags = result

@@ -20,6 +20,7 @@ from babbler.core.config import merge
 from babbler.core.errors import BabblerError, ConfigError
 from babbler.core.platform import MACOS, PLATFORMS, RUNNING, SYSTEM_NAME, Platform
 from babbler.daemon.argv import SUBCOMMANDS
+from babbler.daemon.cli_command import run_click
 from babbler.service import launchd, plan, systemd
 from babbler.service.program import this_program
 
@@ -124,13 +125,7 @@ def status_command(as_json: bool, platform: str | None) -> None:
 def run(args: Sequence[str]) -> None:
     """babblerd's subcommand `args` (the first word one of SUBCOMMANDS); exits."""
     try:
-        group.main(list(args), prog_name="babblerd", standalone_mode=False)
-    except click.ClickException as error:
-        error.show()
-        sys.exit(error.exit_code)
-    except click.Abort:
-        click.echo("Aborted!", err=True)
-        sys.exit(1)
+        run_click(group, list(args))
     except ConfigError as error:
         click.echo(f"babblerd: {error}", err=True)
         sys.exit(2)

@@ -9,9 +9,12 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 
+from babbler.client import Client
+from babbler.client.errors import ClientError
 from babbler.core.config import Config, merge
 from babbler.core.errors import EnvironmentProblem
 from babbler.service import plan
@@ -19,6 +22,8 @@ from babbler.service import plan
 Say = Callable[[str], None]
 
 COMMAND_SECONDS = 90.0  # one command (systemctl start waits for READY=1)
+WAIT_SECONDS = 60.0  # for the public socket to answer `status` after a start
+POLL_SECONDS = 0.2
 
 
 def run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -117,3 +122,36 @@ def wrote_config(path: Path, config_plan: plan.ConfigPlan) -> list[str]:
     """What install says on writing the config file : the file, and each
     setting that changed from the file there (one dropped says so too)."""
     return [f"wrote {path}", *(f"  {line}" for line in config_plan.lines)]
+
+
+# -- the running service ---------------------------------------------------------------------
+
+
+def running_version(socket: Path) -> str | None:
+    """The version of the babblerd answering on `socket`, or None when none answers."""
+    try:
+        return Client(socket, timeout=5.0).status().version
+    except ClientError:
+        return None
+
+
+def wait_for_socket(socket: Path, why: str) -> None:
+    """Until babblerd answers on `socket`; raises EnvironmentProblem after WAIT_SECONDS,
+    naming `why` (where the service's log says why)."""
+    deadline = time.monotonic() + WAIT_SECONDS
+    while running_version(socket) is None:
+        if time.monotonic() > deadline:
+            raise EnvironmentProblem(
+                f"babblerd did not answer on {socket} within {WAIT_SECONDS:g} s: {why}"
+            )
+        time.sleep(POLL_SECONDS)
+
+
+def print_status(program: Path, socket: Path, say: Say) -> None:
+    """What `babblerctl status` beside `program` says, line by line (nothing without it)."""
+    ctl = program.with_name("babblerctl")
+    if not ctl.exists():
+        return
+    done = run(str(ctl), "--socket", str(socket), "status", check=False)
+    for line in (done.stdout or done.stderr).rstrip("\n").splitlines():
+        say(line)

@@ -17,14 +17,11 @@ from __future__ import annotations
 import os
 import plistlib
 import shutil
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from babbler import __version__
-from babbler.client import Client
-from babbler.client.errors import ClientError
 from babbler.core.errors import EnvironmentProblem
 from babbler.core.platform import MACOS, SOCKET_NAME
 from babbler.daemon.keyfile import load_key
@@ -33,10 +30,13 @@ from babbler.service.hostfiles import (
     Say,
     drop_config,
     planned_config,
+    print_status,
     remove,
     remove_if_empty,
     run,
+    running_version,
     settings,
+    wait_for_socket,
     write,
     wrote_config,
 )
@@ -45,8 +45,6 @@ from babbler.service.program import babeld_problem, program_problem
 LABEL = "org.babbler.babblerd"
 SHIPPED = plan.FILES / f"{LABEL}.plist"
 ROOT_VARIABLE = "BABBLER_MAC_ROOT"  # the macOS lab's per-node root; unset on a Mac
-WAIT_SECONDS = 60.0  # for the public socket to answer `status` after a start
-POLL_SECONDS = 0.2
 LOG = Path("/var/log/babblerd.log")
 BABELD_COPY = "/opt/babbler/bin/babeld"  # root's copy of Homebrew's (docs/operations.md)
 
@@ -220,30 +218,15 @@ def _loaded() -> bool:
 
 
 def _running_version(where: Paths) -> str | None:
-    try:
-        return Client(where.socket, timeout=5.0).status().version
-    except ClientError:
-        return None
+    return running_version(where.socket)
 
 
 def _wait_for_socket(where: Paths) -> None:
-    deadline = time.monotonic() + WAIT_SECONDS
-    while _running_version(where) is None:
-        if time.monotonic() > deadline:
-            raise EnvironmentProblem(
-                f"babblerd did not answer on {where.socket} within {WAIT_SECONDS:g} s: "
-                f"{where.log} and `sudo launchctl print system/{LABEL}` say why"
-            )
-        time.sleep(POLL_SECONDS)
+    wait_for_socket(where.socket, f"{where.log} and `sudo launchctl print system/{LABEL}` say why")
 
 
 def _print_status(program: Path, where: Paths, say: Say) -> None:
-    ctl = program.with_name("babblerctl")
-    if not ctl.exists():
-        return
-    done = run(str(ctl), "--socket", str(where.socket), "status", check=False)
-    for line in (done.stdout or done.stderr).rstrip("\n").splitlines():
-        say(line)
+    print_status(program, where.socket, say)
 
 
 # -- uninstall ----------------------------------------------------------------------------

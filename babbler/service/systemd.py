@@ -9,12 +9,9 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
-import time
 from pathlib import Path
 
 from babbler import __version__
-from babbler.client import Client
-from babbler.client.errors import ClientError
 from babbler.core.errors import EnvironmentProblem
 from babbler.core.platform import LINUX, SOCKET_NAME
 from babbler.daemon.keyfile import load_key
@@ -23,11 +20,14 @@ from babbler.service.hostfiles import (
     Say,
     drop_config,
     planned_config,
+    print_status,
     read,
     remove,
     remove_if_empty,
     run,
+    running_version,
     settings,
+    wait_for_socket,
     write,
     wrote_config,
 )
@@ -45,8 +45,6 @@ USER = "babbler"
 SERVICE = "babblerd"
 # systemd's PATH for services (systemd.exec(5), "Environment"): where the unit finds babeld.
 SERVICE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-WAIT_SECONDS = 60.0  # for the public socket to answer `status` after a start
-POLL_SECONDS = 0.2
 OURS = ("program.conf", "key.conf", "ipv4-prefix.conf")  # the drop-ins install writes
 
 
@@ -165,30 +163,15 @@ def _active() -> bool:
 
 
 def _running_version() -> str | None:
-    try:
-        return Client(SOCKET, timeout=5.0).status().version
-    except ClientError:
-        return None
+    return running_version(SOCKET)
 
 
 def _wait_for_socket() -> None:
-    deadline = time.monotonic() + WAIT_SECONDS
-    while _running_version() is None:
-        if time.monotonic() > deadline:
-            raise EnvironmentProblem(
-                f"babblerd did not answer on {SOCKET} within {WAIT_SECONDS:g} s: "
-                "journalctl -u babblerd says why"
-            )
-        time.sleep(POLL_SECONDS)
+    wait_for_socket(SOCKET, "journalctl -u babblerd says why")
 
 
 def _print_status(program: Path, say: Say) -> None:
-    ctl = program.with_name("babblerctl")
-    if not ctl.exists():
-        return
-    done = run(str(ctl), "--socket", str(SOCKET), "status", check=False)
-    for line in (done.stdout or done.stderr).rstrip("\n").splitlines():
-        say(line)
+    print_status(program, SOCKET, say)
 
 
 def _link_programs(program: Path, previous: Path | None) -> list[str]:

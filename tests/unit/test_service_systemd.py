@@ -126,12 +126,16 @@ def test_a_babeld_others_can_write_is_refused(
     host: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """babeld runs with the service's rights: --babeld at a file a user can write (here
-    under /tmp, writable by all) or under /home (hidden by ProtectHome) is refused."""
-    babeld = tmp_path / "babeld"
+    in a directory writable by all) or under /home (hidden by ProtectHome) is refused."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    babeld = shared / "babeld"
     babeld.write_text("#!/bin/sh\n")
     babeld.chmod(0o755)
     monkeypatch.setattr(shutil, "which", lambda name, path=None: str(babeld))
     said = refusal(Request({"babeld": str(babeld)}))
+    assert said.startswith(f"{shared} (writable by others)")
     assert "would let a user run code as root through " + str(babeld) in said
     assert said.endswith("sudo apt-get install babeld, without --babeld")
     assert files(host) == []
