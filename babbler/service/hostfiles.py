@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import subprocess
 import time
 from collections.abc import Callable
@@ -78,11 +79,34 @@ def write(path: Path, text: str, mode: int = 0o644) -> bool:
 
 
 def remove(path: Path) -> bool:
+    """Remove a file; whether it was there. Raises EnvironmentProblem (one line)."""
     try:
         path.unlink()
     except FileNotFoundError:
         return False
+    except OSError as error:
+        raise EnvironmentProblem(f"could not remove {path}: {error.strerror}") from None
     return True
+
+
+def remove_tree(directory: Path) -> bool:
+    """Remove a directory and all in it (never through a link); whether it was there.
+    Raises EnvironmentProblem (one line)."""
+    if not directory.is_dir() or directory.is_symlink():
+        return False
+    try:
+        shutil.rmtree(directory)
+    except OSError as error:
+        raise EnvironmentProblem(f"could not remove {directory}: {error.strerror}") from None
+    return True
+
+
+def make_dir(directory: Path) -> None:
+    """A directory (root's, 0755) and its parents. Raises EnvironmentProblem (one line)."""
+    try:
+        directory.mkdir(mode=0o755, parents=True, exist_ok=True)
+    except OSError as error:
+        raise EnvironmentProblem(f"could not make {directory}: {error.strerror}") from None
 
 
 def settings(config_text: str | None) -> Config:

@@ -29,10 +29,12 @@ from babbler.service import plan
 from babbler.service.hostfiles import (
     Say,
     drop_config,
+    make_dir,
     planned_config,
     print_status,
     remove,
     remove_if_empty,
+    remove_tree,
     run,
     running_version,
     settings,
@@ -184,7 +186,7 @@ def install(request: plan.Request, say: Say) -> int:
             changed += wrote_config(where.config, config_plan)
     wanted = plist_bytes(request.program, key_file, where, config_text is not None)
     plist_changed = write(where.plist, wanted.decode())
-    where.log.parent.mkdir(mode=0o755, parents=True, exist_ok=True)  # a Mac has /var/log
+    make_dir(where.log.parent)  # a Mac has /var/log; the lab's root may not
     if plist_changed:
         changed.append(f"wrote {where.plist}")
 
@@ -254,8 +256,7 @@ def uninstall(purge: bool, say: Say) -> int:
         remove_if_empty(where.config.parent)
     # The run dir babblerd made (launchd has no RuntimeDirectory to remove it on a stop).
     for directory in (where.run_dir, *((where.state_dir, where.config.parent) if purge else ())):
-        if directory.is_dir() and not directory.is_symlink():
-            shutil.rmtree(directory)
+        if remove_tree(directory):
             removed.append(f"removed {directory}")
     for line in removed or ["not installed: nothing to remove"]:
         say(line)

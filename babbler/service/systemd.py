@@ -24,6 +24,7 @@ from babbler.service.hostfiles import (
     read,
     remove,
     remove_if_empty,
+    remove_tree,
     run,
     running_version,
     settings,
@@ -257,8 +258,7 @@ def _purge() -> list[str]:
         run("groupdel", USER)
         out.append(f"removed the group {USER}")
     for directory in (STATE_DIR, CONFIG_DIR):
-        if directory.is_dir() and not directory.is_symlink():
-            shutil.rmtree(directory)
+        if remove_tree(directory):
             out.append(f"removed {directory}")
     return out
 

@@ -12,7 +12,7 @@ import pytest
 from babbler.core.errors import EnvironmentProblem
 from babbler.daemon.cli_command import parse
 from babbler.lab.macos import launchctl
-from babbler.service import launchd, plan
+from babbler.service import hostfiles, launchd, plan
 
 PROGRAM = Path("/usr/local/lib/babbler/bin/babblerd")
 KEY = Path("/etc/babbler/mesh.key")
@@ -154,3 +154,22 @@ def test_uninstall_leaves_only_the_state_dir(
     assert f"removed {where.run_dir}" in said and f"removed {where.log}" in said
     assert launchd.uninstall(True, said.append) == 0
     assert _left(tmp_path) == []
+
+
+def test_a_file_or_directory_install_cannot_touch_is_one_line(tmp_path: Path) -> None:
+    """What the host refuses (a read-only or foreign directory) is said in one line, not a
+    traceback: install and uninstall turn it into `babblerd: ...` and exit 1."""
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(EnvironmentProblem, match=f"^could not make {blocker}/log: "):
+        hostfiles.make_dir(blocker / "log")
+    with pytest.raises(EnvironmentProblem, match=f"^could not remove {tmp_path}: "):
+        hostfiles.remove(tmp_path)  # a directory, as a file
+    assert not hostfiles.remove_tree(blocker)  # a file is no tree: nothing removed
+    assert blocker.exists()
+    tree = tmp_path / "tree"
+    (tree / "below").mkdir(parents=True)
+    link = tmp_path / "link"
+    link.symlink_to(tree)
+    assert not hostfiles.remove_tree(link) and (tree / "below").is_dir()  # never through a link
+    assert hostfiles.remove_tree(tree) and not tree.exists()
