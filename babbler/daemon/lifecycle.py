@@ -95,7 +95,7 @@ class Daemon:
         self.nodes = NodeService(
             me=lambda: identity.node_id,
             port=config.info_port,
-            answer=lambda: self.view.info_answer(),
+            info=lambda: self.view.info_value(),
             routes=lambda: views.entries(self.mesh.table, "route"),
             hub=self.hub,
             moved=self.moves.moved,
@@ -175,6 +175,7 @@ class Daemon:
                 rdma=lambda: self.rdma.value,
             ),
             early,
+            node_counts=lambda: self.nodes.counts,
         )
         self.responder = responder.Place(
             config=lambda: self.config,

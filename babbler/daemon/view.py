@@ -45,6 +45,11 @@ class Host:
     rdma: Callable[[], dict[str, Any] | None] = lambda: None  # macOS: daemon/rdma.py's read
 
 
+# `stats`: node info exchanges since start (info asked of others, answers given, pushes
+# made, pushes taken in)
+NODE_COUNTS = ("info_asks", "info_answers", "info_pushes", "info_pushed")
+
+
 class View:
     def __init__(
         self,
@@ -58,6 +63,7 @@ class View:
         kernel_health: KernelHealth,
         host: Host,
         early: Early | None,
+        node_counts: Callable[[], Mapping[str, int]] = dict,
     ) -> None:
         self._config = config
         self._keyed = keyed
@@ -69,6 +75,7 @@ class View:
         self._kernel_health = kernel_health
         self._host = host
         self._early = early  # its router id is the header's until a session has one
+        self._node_counts = node_counts  # node info exchanges (nodes/service.py), for `stats`
         self._watch_filter = views.WatchFilter()  # what of babeld's table `watch` is sent
         self._published: dict[str, Any] = {}
         self._babeld_found = False
@@ -118,6 +125,7 @@ class View:
             "babeld_lines_in": counts.lines_in,
             "babeld_repeats": counts.repeats,
             "babeld_held": counts.held,
+            **{key: self._node_counts().get(key, 0) for key in NODE_COUNTS},
         }
 
     def find_babeld(self) -> None:
@@ -163,17 +171,17 @@ class View:
         """The status object; `clients` counts the connections other than `asker`."""
         return views.status(self.facts(asker))
 
-    def info_answer(self) -> bytes:
-        """This node's info, as other nodes read it (nodes/answer.py)."""
+    def info_value(self) -> dict[str, Any]:
+        """This node's info, as other nodes read it (nodes/answer.py; the node service adds
+        its version and encodes it)."""
         self.settle()
-        value = nodeinfo.answer(
+        return nodeinfo.answer(
             self.facts(with_nodes=False),
             self.name,
             self._config().info,
             trio.current_time() - self.started,
             node_address(self._identity.node_id),
         )
-        return nodeinfo.encode(value)
 
     # -- what subscribers are told -------------------------------------------------------------
 

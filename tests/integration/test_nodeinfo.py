@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -281,3 +282,54 @@ def test_hostile_peers_get_bounded_answers_per_source_and_the_daemon_serves_on(
     until(lambda: stats(n1)["open_fds"] <= base["open_fds"], what="descriptors back")
     until(lambda: ask(lab, n2, address, b"info\n").startswith(b"{"), what="n2 answered")
     until(lambda: ask(lab, n3, address, b"info\n").startswith(b"{"), what="n3 answered again")
+
+
+INFO_COUNTS = ("info_asks", "info_answers", "info_pushes", "info_pushed")
+
+
+def exchanges(lab: Lab) -> dict[str, list[int]]:
+    """Each node's node-info exchanges since it started (`stats`), by kind."""
+    read = [stats(n) for n in lab.nodes]
+    return {kind: [s[kind] for s in read] for kind in INFO_COUNTS}
+
+
+def test_a_converged_ring_exchanges_nothing_while_nothing_changes(make_lab: LabFactory) -> None:
+    """Node info is pushed by the node whose info changed: an 8-ring that has converged
+    asks, answers and pushes nothing (before, every node asked every other every minute
+    and six times in its first half minute); a pulled cable is pushed by its two ends and
+    every node's picture follows."""
+    lab = make_lab(8, "ring")
+    lab.wait_reachable(WAIT)
+
+    def everyone_known() -> bool:
+        for node in lab.nodes:
+            known = lab.status(node)["nodes"]
+            if len(known) != 7 or not all(n["name"] and len(n["cables"]) == 2 for n in known):
+                return False
+        return True
+
+    until(everyone_known, what="every node knows the 7 others and their cables")
+    # The start's last changes pushed: two readings 3 s apart agree.
+    last, deadline = exchanges(lab), time.monotonic() + WAIT
+    while True:
+        time.sleep(3.0)
+        now = exchanges(lab)
+        if now == last:
+            break
+        assert time.monotonic() < deadline, "node info exchanges did not settle"
+        last = now
+    quiet_until = time.monotonic() + 20.0  # the old schedule asked again within this
+    while time.monotonic() < quiet_until:
+        assert exchanges(lab) == last, "node info was exchanged while nothing changed"
+        time.sleep(2.0)
+
+    lab.plug(1, 2, up=False)  # the cable n1-n2 pulled: n1 and n2 push their new info
+
+    def n5_sees_it() -> bool:
+        nodes = {n["name"]: n for n in lab.status(lab.nodes[4])["nodes"]}
+        return len(nodes["n1"]["cables"]) == 1 and len(nodes["n2"]["cables"]) == 1
+
+    until(n5_sees_it, what="n5 hears n1 and n2 lost a cable")
+    after = exchanges(lab)
+    assert after["info_pushes"][0] > last["info_pushes"][0]
+    assert after["info_pushes"][1] > last["info_pushes"][1]

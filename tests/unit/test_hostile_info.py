@@ -143,7 +143,7 @@ async def test_the_service_serves_on_whatever_a_node_answers(data: bytes, error:
         service = NodeService(
             me=lambda: 1,
             port=0,
-            answer=lambda: b"",
+            info=dict,
             routes=lambda: [route(EVIL), route(GOOD)],
             hub=hub,
             moved=Signal(),
@@ -164,3 +164,41 @@ async def test_the_service_serves_on_whatever_a_node_answers(data: bytes, error:
             nursery.cancel_scope.cancel()
     hub.flush()
     assert watcher.queued > 0  # the watch client was told of the nodes
+
+
+async def test_a_push_is_taken_only_as_its_senders_own_checked_and_newer() -> None:
+    """`push` over the node info port (nodes/service.py `_take`): bad info is refused with
+    `bad node info` and kept as the node's error; a push from another node's address, or
+    for a node not routed here, changes nothing; a good one is the node's info at once."""
+    service = NodeService(
+        me=lambda: 1,
+        port=0,
+        info=dict,
+        routes=lambda: [route(EVIL), route(GOOD)],
+        hub=Hub(),
+        moved=Signal(),
+    )
+    service.book.update_routes([route(EVIL), route(GOOD)], trio.current_time())
+    run = "ab" * 8
+
+    def pushed(node: int, name: str, serial: int = 1) -> bytes:
+        value = {"node_id": format_node_id(node), "name": name, "run": run, "serial": serial}
+        return (json.dumps(value) + "\n").encode()
+
+    def names() -> dict[str, str | None]:
+        return {n["node_id"]: n["name"] for n in service.view()}
+
+    for data, error in HOSTILE.values():
+        reply = service._take(node_address(EVIL), data)
+        assert reply == f"bad node info: {error}\n".encode()
+    assert names()[EVIL_ID] is None
+    # the evil node pushes "good"'s info: from its own address, so not taken
+    assert service._take(node_address(EVIL), pushed(GOOD, "forged")).startswith(b"bad push")
+    assert names()[format_node_id(GOOD)] is None
+    assert service._take(node_address(GOOD), pushed(GOOD, "good", 2)) == b"ok\n"
+    assert service._take(node_address(GOOD), pushed(GOOD, "stale", 1)) == b"ok\n"
+    assert names()[format_node_id(GOOD)] == "good"
+    unrouted = 0x777
+    assert service._take(node_address(unrouted), pushed(unrouted, "stranger")) == b"ok\n"
+    assert format_node_id(unrouted) not in names()
+    assert service.counts["info_pushed"] == len(HOSTILE) + 4

@@ -18,6 +18,7 @@ from babbler.daemon.nodes.answer import (
     neighbours,
 )
 from babbler.daemon.nodes.checked import BadInfo, depth, parse
+from babbler.daemon.nodes.own import OwnInfo
 from tests.schemas import check_node_info
 from tests.unit.recorded import table_of
 from tests.unit.samples import facts as sample_facts
@@ -71,8 +72,11 @@ def test_only_mesh_sources_and_at_most_the_rate() -> None:
 
 
 def test_a_babblerd_s_own_answer_is_taken_as_it_is_even_shortened() -> None:
-    value = answer(
-        facts(NEIGHBOUR, OWN_ROUTE), "n1", (("role", "w"), ("gpus", 8)), 3.14, node_address(ME)
+    value = OwnInfo().stamp(  # as the node service sends it: with its version
+        answer(
+            facts(NEIGHBOUR, OWN_ROUTE), "n1", (("role", "w"), ("gpus", 8)), 3.14, node_address(ME)
+        ),
+        0.0,
     )
     value["cables"] = [{"interface": "v1x2", "address": "10.77.128.0", "peer": "10.77.128.1"}]
     for data in (encode(value), encode({**value, "neighbours": value["neighbours"] * 2000})):

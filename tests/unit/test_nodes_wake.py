@@ -35,7 +35,7 @@ async def test_a_route_that_appears_is_asked_at_once(
     service = NodeService(
         me=lambda: 1,
         port=0,
-        answer=lambda: b"",
+        info=dict,
         routes=lambda: routes,
         hub=Hub(),
         moved=Signal(),

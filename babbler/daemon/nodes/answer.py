@@ -21,6 +21,7 @@ from babbler.core.views import Facts, interfaces, neighbour_nodes
 
 ANSWER_CAP = 16 * 1024  # bytes, newline included
 REQUEST = b"info"
+PUSH = b"push"  # then the pusher's own info, one JSON line (docs/protocol.md)
 
 
 def neighbours(facts: Facts) -> list[dict[str, Any]]:

@@ -7,7 +7,7 @@ from ipaddress import IPv6Address
 
 import trio
 
-from babbler.daemon.nodes.answer import ANSWER_CAP, REQUEST
+from babbler.daemon.nodes.answer import ANSWER_CAP, PUSH, REQUEST
 from babbler.daemon.nodes.checked import BadInfo, Info, parse
 
 ASK_TIMEOUT = 5.0  # seconds for the whole exchange
@@ -43,3 +43,27 @@ async def ask(address: IPv6Address, port: int) -> Info:
         return parse(data)
     except BadInfo as error:
         raise BadAnswer(f"bad node info: {error}") from None
+
+
+async def push(address: IPv6Address, port: int, info: bytes, source: IPv6Address) -> None:
+    """Give the node at `address` our own `info` (one JSON line), from our node address
+    `source` (the node takes a push only from the pusher's own node address). Raises
+    AskFailed when it is not taken."""
+    reply = b""
+    with trio.move_on_after(ASK_TIMEOUT) as scope:
+        try:
+            stream = await trio.open_tcp_stream(str(address), port, local_address=str(source))
+        except OSError as error:
+            raise AskFailed(f"cannot connect: {error.strerror or error}") from None
+        async with stream:
+            try:
+                await stream.send_all(PUSH + b"\n" + info)
+                while len(reply) <= 64 and (chunk := await stream.receive_some(65)):
+                    reply += chunk
+            except (trio.BrokenResourceError, OSError) as error:
+                raise AskFailed(f"connection broke: {error}") from None
+    if scope.cancelled_caught:
+        raise AskFailed(f"no answer within {ASK_TIMEOUT:g} s")
+    if reply.strip() != b"ok":
+        said = reply.decode(errors="replace").strip()[:64] or "nothing"
+        raise AskFailed(f"push not taken: {said!r}")

@@ -5,12 +5,15 @@ fetch; `view()` is `status.nodes`, `events()` the `watch` events between two vie
 Answers come checked (checked.py): every field the book reads has its documented type.
 
 A node is routed when babeld has a usable route to its node address (range | 0, which every
-babblerd announces while its mesh runs). It is asked for its info when that route appears,
-then every REFRESH seconds; a failed ask, or an answer given while the node was still
-learning its neighbours, is retried after RETRY seconds; a node still starting, or whose
-answer disagrees with another node's about a neighbour, sooner (STARTING, DOUBTED). A
-node that loses its route stays listed, unreachable, for FORGET seconds (a cable pulled and
-put back keeps its name), then is forgotten.
+babblerd announces while its mesh runs). It is asked for its info when that route appears.
+A node whose answer carries a version (`run`, `serial`: nodes/own.py) pushes its info
+itself each time it changes, so it is asked again only when its route comes back or an ask
+failed; an older answer is never taken over a newer one. A node without versions (an older
+babblerd) is asked again every REFRESH seconds; a failed ask, or an answer given while the
+node was still learning its neighbours, is retried after RETRY seconds; a node still
+starting, or whose answer disagrees with another node's about a neighbour, sooner
+(STARTING, DOUBTED). A node that loses its route stays listed, unreachable, for FORGET
+seconds (a cable pulled and put back keeps its name), then is forgotten.
 """
 
 from __future__ import annotations
@@ -68,6 +71,7 @@ class Known:
     relinked_at: float | None = None  # when `links` last changed after it had answered
     doubted_at: float | None = None  # when its info was last found to disagree with another's
     doubts: int = 0  # answers in a row that disagreed (the back-off of asking again)
+    routed_at: float = 0.0  # when its route last appeared
 
 
 def routed(routes: list[dict[str, Any]]) -> dict[int, tuple[dict[str, Any], frozenset[str]]]:
@@ -120,6 +124,18 @@ def _incomplete(info: dict[str, Any] | None) -> bool:
     return (info or {}).get("node_address_v4") is not None and len(_cables(info)) < len(listed)
 
 
+def _pushes(info: dict[str, Any] | None) -> bool:
+    """A babblerd that pushes its info when it changes (its answer carries a version)."""
+    return isinstance((info or {}).get("serial"), int)
+
+
+def _older(info: dict[str, Any], held: dict[str, Any] | None) -> bool:
+    """`info` is an older version of the same run than `held`."""
+    if not _pushes(info) or not _pushes(held) or held is None:
+        return False
+    return bool(info.get("run") == held.get("run") and info["serial"] < held["serial"])
+
+
 def _cables(info: dict[str, Any] | None) -> list[dict[str, str]]:
     """Its cable addresses as its info lists them: `{interface, address, peer}`, strings."""
     listed = (info or {}).get("cables")
@@ -152,7 +168,7 @@ class NodeBook:
         for node, (route, links) in live.items():
             known = self.nodes.setdefault(node, Known(node))
             if known.route is None:  # (re)appeared: ask at once
-                known.asked_at = None
+                known.asked_at, known.routed_at = None, now
             elif links != known.links and known.fetched_at is not None:
                 known.relinked_at = now
             known.route, known.lost_at, known.links = route, None, links
@@ -171,6 +187,8 @@ class NodeBook:
             return float("-inf")
         if known.error is not None:
             return known.asked_at + RETRY
+        if known.fetched_at is not None and _pushes(known.info):
+            return None  # it says when it changes
         if known.fetched_at is not None:
             # An answer that could not yet name all its neighbours (asked as the mesh came
             # up) is asked again soon: the picture of the mesh is made of these names.
@@ -218,12 +236,38 @@ class NodeBook:
         if node in self.nodes:
             self.nodes[node].asked_at, self.nodes[node].in_flight = now, True
 
-    def answered(self, node: int, info: dict[str, Any], now: float) -> None:
-        if node in self.nodes:
-            known = self.nodes[node]
-            known.info, known.fetched_at, known.error = info, now, None
-            self._doubt(now)
-            known.in_flight = False
+    def pushers(self) -> dict[int, float]:
+        """Routed nodes that push (their info has a version), each with since when it is
+        routed: whom this node's own info is pushed to."""
+        return {
+            k.node_id: k.routed_at
+            for k in self.nodes.values()
+            if k.route is not None and _pushes(k.info)
+        }
+
+    def answered(self, node: int, info: dict[str, Any], now: float) -> bool:
+        """An answer to our ask; whether it was taken (an older version is not)."""
+        known = self.nodes.get(node)
+        if known is None:
+            return False
+        known.in_flight = False
+        return self._take(known, info, now)
+
+    def pushed(self, node: int, info: dict[str, Any], now: float) -> bool:
+        """Info the node pushed; whether it was taken: only from a routed node (one not
+        routed yet is asked when its route appears), and never older than what is held."""
+        known = self.nodes.get(node)
+        if known is None or known.route is None or not _pushes(info):
+            return False
+        return self._take(known, info, now)
+
+    def _take(self, known: Known, info: dict[str, Any], now: float) -> bool:
+        if _older(info, known.info):
+            known.error = None
+            return False
+        known.info, known.fetched_at, known.error = info, now, None
+        self._doubt(now)
+        return True
 
     def _doubt(self, now: float) -> None:
         """Mark the routed nodes whose answers disagree about a neighbour (see DOUBTED)."""

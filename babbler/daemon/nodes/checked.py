@@ -47,6 +47,7 @@ MAX_FLOAT_TEXT = 40
 MAX_ITEMS = 512
 MAX_TEXT = 64  # a version, a link's kind: short words
 MAX_UPTIME = 100 * 365 * 86400  # seconds: a century, any machine's uptime
+MAX_SERIAL = 2**53  # changes of one node's info in one run: more than any run makes
 MAX_SPEED = 10_000_000  # Mb/s: 10 Tb/s, above any link there is
 MAX_KEY = 64  # an [info] key, as config.py allows it
 MAX_VERSION = 11  # a macOS version: 26.2, 100.100.100
@@ -126,6 +127,8 @@ def check(value: object) -> Info:
         "node_address_v4": _address(IPv4Address, top.get("node_address_v4"), "node_address_v4"),
         "cables": _items(top.get("cables"), "cables", _cable),
         "rdma": _rdma(top.get("rdma")),
+        "run": _run(top.get("run")),
+        "serial": _number(top.get("serial"), "serial", 1, MAX_SERIAL),
     }
     if _boolean(top.get("truncated"), "truncated"):
         out["truncated"] = True
@@ -269,6 +272,16 @@ def _text(value: object, at: str, longest: int) -> str | None:
 
 
 NODE_ID = re.compile(r"[0-9a-f]{12}")
+RUN = re.compile(r"[0-9a-f]{16}")
+
+
+def _run(value: object) -> str | None:
+    """The run of a version (nodes/own.py), or None from a babblerd that does not push."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not RUN.fullmatch(value):
+        raise BadInfo(f"run: expected 16 lowercase hex digits or null, got {_kind(value)}")
+    return value
 
 
 def _node_id(value: object, at: str, nullable: bool = True) -> str | None:

@@ -1,10 +1,12 @@
 """The node info service: a TCP listener on the node address, answering `info` with one
-JSON line to mesh sources only, then closing (DESIGN.md "Node info over the mesh").
+JSON line to mesh sources only, then closing (DESIGN.md "Node info over the mesh"); and
+taking `push`, another node's own info given to us when it changed (nodes/own.py), from
+that node's own node address only (the service checks), answered `ok` or `bad ...`.
 
 Bounded whatever peers do: at most MAX_CONNECTIONS at once (more are closed at once), a
-request line of at most MAX_REQUEST bytes read within READ_TIMEOUT, a token bucket per
-source (nodeinfo.RateLimit), and answers capped at nodeinfo.ANSWER_CAP. It runs while the
-mesh does (the node address exists only then).
+request line of at most MAX_REQUEST bytes (a push's info: ANSWER_CAP) read within
+READ_TIMEOUT, a token bucket per source (nodeinfo.RateLimit), and answers capped at
+nodeinfo.ANSWER_CAP. It runs while the mesh does (the node address exists only then).
 """
 
 from __future__ import annotations
@@ -28,7 +30,11 @@ BIND_RETRY = 1.0  # seconds between tries while the node address is not there ye
 ACCEPT_PAUSE = 0.1  # after a failed accept (EMFILE): let descriptors free up, don't spin
 
 
-async def serve(port: int, address: IPv6Address, answer: Callable[[], bytes]) -> None:
+Answer = Callable[[IPv6Address], bytes]  # our info, for the asker at this source
+Take = Callable[[IPv6Address, bytes], bytes]  # a push from this source: the reply line
+
+
+async def serve(port: int, address: IPv6Address, answer: Answer, take: Take) -> None:
     """Serve until cancelled. A bind that fails (the address not there yet) is retried."""
     while True:
         sock = trio.socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
@@ -44,18 +50,18 @@ async def serve(port: int, address: IPv6Address, answer: Callable[[], bytes]) ->
             continue
         log.info("serving node info", address=str(address), port=port)
         with sock:
-            await _accept(sock, answer)
+            await _accept(sock, answer, take)
 
 
-async def _accept(listener: trio.socket.SocketType, answer: Callable[[], bytes]) -> None:
+async def _accept(listener: trio.socket.SocketType, answer: Answer, take: Take) -> None:
     limit = nodeinfo.RateLimit()
     active = 0
 
-    async def one(conn: trio.socket.SocketType) -> None:
+    async def one(conn: trio.socket.SocketType, source: IPv6Address) -> None:
         nonlocal active
         try:
             with conn:
-                await _answer_one(conn, answer)
+                await _answer_one(conn, source, answer, take)
         finally:
             active -= 1
 
@@ -77,22 +83,36 @@ async def _accept(listener: trio.socket.SocketType, answer: Callable[[], bytes])
                 conn.close()
                 continue
             active += 1
-            nursery.start_soon(one, conn)
+            nursery.start_soon(one, conn, source)
 
 
-async def _answer_one(conn: trio.socket.SocketType, answer: Callable[[], bytes]) -> None:
-    request = b""
+async def _read_line(conn: trio.socket.SocketType, data: bytes, cap: int) -> bytes | None:
+    """`data` and what follows it up to the first newline, read within READ_TIMEOUT and at
+    most `cap` bytes; None when the peer went, sent more, or took too long."""
     with trio.move_on_after(READ_TIMEOUT):
-        while b"\n" not in request and len(request) <= MAX_REQUEST:
+        while b"\n" not in data and len(data) <= cap:
             try:
-                chunk = await conn.recv(MAX_REQUEST + 1)
+                chunk = await conn.recv(cap + 1 - len(data))
             except OSError:
-                return
+                return None
             if not chunk:
                 break
-            request += chunk
-    line = request.partition(b"\n")[0].strip()
-    reply = answer() if line == nodeinfo.REQUEST else b"bad request\n"
+            data += chunk
+    return data if b"\n" in data and data.index(b"\n") < cap else None
+
+
+async def _answer_one(
+    conn: trio.socket.SocketType, source: IPv6Address, answer: Answer, take: Take
+) -> None:
+    request = await _read_line(conn, b"", MAX_REQUEST) or b""
+    line, _, rest = request.partition(b"\n")
+    if line.strip() == nodeinfo.REQUEST:
+        reply = answer(source)
+    elif line.strip() == nodeinfo.PUSH:
+        pushed = await _read_line(conn, rest, nodeinfo.ANSWER_CAP)
+        reply = take(source, pushed) if pushed is not None else b"bad push: not one line\n"
+    else:
+        reply = b"bad request\n"
     with trio.move_on_after(WRITE_TIMEOUT):
         try:
             view = memoryview(reply)

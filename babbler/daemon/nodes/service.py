@@ -1,8 +1,9 @@
 """The node info service (DESIGN.md "Node info over the mesh"), one room of the daemon: it
-serves this node's info on the node address, asks every routed node for its own (when its
-route appears, then every minute; ASKS at a time), keeps the node book that `status.nodes`,
-`babblerctl nodes`, `path` and `graph` are drawn from, and tells `watch` clients when a node
-comes, goes or changes.
+serves this node's info on the node address, asks every routed node for its own when its
+route appears (ASKS at a time), pushes its own to every routed node each time it changes
+and takes theirs (nodes/own.py; docs/design.md "Node info: pushed on change"), keeps the
+node book that `status.nodes`, `babblerctl nodes`, `path` and `graph` are drawn from, and
+tells `watch` clients when a node comes, goes or changes.
 
 The daemon starts it with `nursery.start` while the mesh runs and feeds it triggers: routes
 changed (`routes_changed`), watchers came or went (`watchers_changed`); its own answer and
@@ -12,6 +13,7 @@ the routes are read through the callables it is given.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
 from ipaddress import IPv6Address
 from typing import Any
@@ -19,11 +21,14 @@ from typing import Any
 import structlog
 import trio
 
-from babbler.core.addressing import format_node_id, node_address
+from babbler.core.addressing import format_node_id, node_address, owner_of
 from babbler.core.config import DEFAULT_INFO_PORT
 from babbler.daemon.fanout import Hub
 from babbler.daemon.nodes import ask, server
+from babbler.daemon.nodes.answer import encode
 from babbler.daemon.nodes.book import NodeBook, events
+from babbler.daemon.nodes.checked import BadInfo, parse
+from babbler.daemon.nodes.own import OwnInfo
 from babbler.daemon.wakeup import Signal, rerun_on
 
 log = structlog.get_logger("babbler.info")
@@ -33,6 +38,10 @@ ASKS = 8
 # After a route change, this long before the node picture is recomputed (changes come in
 # bursts; the picture is for people and programs, not for routing).
 COALESCE = 0.2
+# How often this node looks at its own info for a change no route shows (a cable's IPv4
+# address or MTU, RDMA readiness): one build of the info, no work per other node. Seconds.
+LOOK = 2.0
+Pusher = Callable[[IPv6Address, int, bytes, IPv6Address], Awaitable[None]]
 
 
 class NodeService:
@@ -40,23 +49,27 @@ class NodeService:
         self,
         me: Callable[[], int],
         port: int,
-        answer: Callable[[], bytes],
+        info: Callable[[], dict[str, Any]],
         routes: Callable[[], Iterable[dict[str, Any]]],
         hub: Hub,
         moved: Signal,
         answered: Callable[[int, dict[str, Any]], None] = lambda node, info: None,
         hold: Callable[[], float] = lambda: 1.0,
         asker: Callable[[IPv6Address, int], Awaitable[dict[str, Any]]] = ask.ask,
+        pusher: Pusher = ask.push,
     ) -> None:
         self._me = me  # this node's id: `moved` notifies when it changes (a collision)
         self._moved = moved
         self.port = port  # where this node serves its info; 0: not here (others: the default)
-        self._answer = answer
+        self._info = info  # this node's info, without its version (view.info_value)
         self._routes = routes  # the usable and unusable routes, as `status.routes` shows them
         self._hub = hub
         self._answered = answered  # a node's info came (the IPv4 collision check reads it)
         self._hold = hold  # seconds without a route before a node is down (config.down_hold)
         self._ask_node = asker  # one exchange with a node (tests: a fake node elsewhere)
+        self._push_node = pusher
+        self.own = OwnInfo()  # this node's own info's version, and who holds which
+        self.counts: Counter[str] = Counter()  # `stats`: info_asks, info_answers, ...
         self.book = NodeBook(me())
         self._changed = Signal()  # routes changed, an ask ended, nodes to ask again
         # The nodes `watch` clients were last told of; None while nobody watches.
@@ -103,7 +116,44 @@ class NodeService:
             self._publish()
 
     async def _serve(self) -> None:
-        await server.serve(self.port, node_address(self._me()), self._answer)
+        await server.serve(self.port, node_address(self._me()), self._answer, self._take)
+
+    def _own_info(self) -> dict[str, Any]:
+        """This node's info with its version; a change since the last look wakes the
+        pushes."""
+        serial = self.own.serial
+        value = self.own.stamp(self._info(), trio.current_time())
+        if self.own.serial != serial:
+            self._changed.notify()
+        return value
+
+    def _answer(self, source: IPv6Address) -> bytes:
+        """Our info for the node asking from `source`, which then holds this version."""
+        value = self._own_info()
+        asker = owner_of(source)
+        if asker is not None:
+            self.own.held(asker, value["serial"])
+        self.counts["info_answers"] += 1
+        return encode(value)
+
+    def _take(self, source: IPv6Address, data: bytes) -> bytes:
+        """A push from `source`: taken only as the info of the node whose range `source` is
+        in, checked as an answer is; the reply line."""
+        self.counts["info_pushed"] += 1
+        pusher = owner_of(source)
+        try:
+            info = parse(data)
+        except BadInfo as error:
+            if pusher is not None:
+                self.book.failed(pusher, f"bad node info: {error}")
+                self._log_once(pusher, "refused", ask.BadAnswer(f"bad node info: {error}"))
+            return f"bad node info: {error}\n".encode()
+        if pusher is None or info["node_id"] != format_node_id(pusher):
+            return b"bad push: not from the node's own addresses\n"
+        if self.book.pushed(pusher, info, trio.current_time()):
+            self._answered(pusher, info)
+            self._changed.notify()
+        return b"ok\n"
 
     async def _follow(self) -> None:
         limiter = trio.CapacityLimiter(ASKS)
@@ -116,11 +166,47 @@ class NodeService:
                 for node in self.book.due(now):
                     self.book.asking(node, now)
                     asks.start_soon(self._ask, node, limiter)
+                wakes = [self.book.next_change()]
+                if self.port:  # served: we have a node address to push from
+                    wakes += self._pushes(asks, limiter, now)
                 self._publish()
-                wake = self.book.next_change()
+                wake = min((w for w in wakes if w is not None), default=None)
                 with trio.move_on_at(math.inf if wake is None else wake):
                     await changed.wait()
                 await trio.sleep(COALESCE)  # route changes come in bursts
+
+    def _pushes(
+        self, asks: trio.Nursery, limiter: trio.CapacityLimiter, now: float
+    ) -> list[float | None]:
+        """Push our info to every routed node that does not hold this version; when to
+        look again."""
+        self._own_info()
+        routed = self.book.pushers()  # an older babblerd asks by itself, refuses `push`
+        self.own.forget(set(self.book.nodes))
+        for node in self.own.due(routed, now):
+            self.own.in_flight.add(node)
+            asks.start_soon(self._push, node, limiter)
+        return [self.own.next_due(routed), now + LOOK]
+
+    async def _push(self, node: int, limiter: trio.CapacityLimiter) -> None:
+        """Give one node our info; a failure is tried again later (own.RETRY)."""
+        async with limiter:
+            value = self._own_info()
+            try:
+                await self._push_node(
+                    node_address(node), self.port, encode(value), node_address(self._me())
+                )
+                self.own.held(node, value["serial"])
+                self.counts["info_pushes"] += 1
+            except ask.AskFailed as error:
+                self.own.failed(node, trio.current_time())
+                log.debug("push failed", node=format_node_id(node), error=str(error))
+            except Exception as error:  # a bug here must not end the daemon: said, kept
+                self.own.failed(node, trio.current_time())
+                self._log_once(node, type(error).__name__, error)
+            finally:
+                self.own.in_flight.discard(node)
+        self._changed.notify()
 
     async def _ask(self, node: int, limiter: trio.CapacityLimiter) -> None:
         """Ask one node and take its answer. Nothing a node answers, and nothing taking the
@@ -128,11 +214,12 @@ class NodeService:
         kind, and the service goes on."""
         async with limiter:
             try:
+                self.counts["info_asks"] += 1
                 info = await self._ask_node(node_address(node), self.port or DEFAULT_INFO_PORT)
                 if info.get("node_id") != format_node_id(node):
                     raise ask.AskFailed("answered with another node id")
-                self.book.answered(node, info, trio.current_time())
-                self._answered(node, info)
+                if self.book.answered(node, info, trio.current_time()):
+                    self._answered(node, info)
             except ask.AskFailed as error:
                 self.book.failed(node, str(error))
                 if isinstance(error, ask.BadAnswer):  # not one that could not be reached
