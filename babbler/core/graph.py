@@ -3,8 +3,9 @@ without asking anything else). Pure.
 
 Edges: this node's neighbours (`status.neighbours[].node_id`, babeld's link cost), and each
 reachable node's neighbours as its node info lists them, with the cost of its link (a node
-cut off keeps its last info, which no longer says anything about the mesh). `hops` is
-breadth-first; `path` follows the lowest total cost, as babeld's metric does.
+cut off keeps its last info, which no longer says anything about the mesh). `path` follows
+the lowest total cost, as babeld's metric does, leaving by the link babeld's route leaves by;
+`hops` counts that path's steps.
 """
 
 from __future__ import annotations
@@ -74,45 +75,59 @@ class Graph:
             if e.to == node
         ]
 
-    def hops(self) -> dict[str, int]:
-        """Node id -> hops from this node, for every node the graph connects to it."""
-        out = {self.me: 0}
-        frontier = [self.me]
-        while frontier:
-            following = []
-            for node in frontier:
-                for edge in self.neighbours(node):
-                    if edge.to not in out:
-                        out[edge.to] = out[node] + 1
-                        following.append(edge.to)
-            frontier = following
+    def hops(self, routes: Mapping[str, str | None]) -> dict[str, int]:
+        """Node id -> hops on the path `path` shows, for each node in `routes` (node id ->
+        the link babeld's route to it leaves by; None while rerouting). A node no path in
+        the graph reaches by that link is left out: the infos are behind the routes, and a
+        count through a cable just pulled would contradict LINK and NEXT HOP."""
+        trees: dict[str | None, dict[str, tuple[str, Edge]]] = {}
+        out = {}
+        for target, first in routes.items():
+            if first not in trees:
+                trees[first] = self.tree(first)
+            if target == self.me:
+                out[target] = 0
+            elif target in trees[first]:
+                out[target] = len(_walk(trees[first], self.me, target))
         return out
 
     def path(self, target: str, first: str | None = None) -> list[tuple[str, Edge]] | None:
-        """The lowest-cost path to `target` as (from node, edge) steps, or None. Among paths
-        of the same cost, one leaving by the link `first` (babeld's route's) wins."""
-        Cost = tuple[int, int]  # (cost, 1 if it does not leave by `first`)
-        best: dict[str, Cost] = {self.me: (0, 0)}
+        """The lowest-cost path to `target` as (from node, edge) steps, or None. With `first`
+        (the link babeld's route leaves by) the path leaves by it: babeld's route is what
+        traffic takes, while another node's info can still list a cable just pulled. When no
+        path leaves by `first` (the infos are behind the routes), the cheapest of any."""
+        for tree in ([self.tree(first)] if first is not None else []) + [self.tree(None)]:
+            if target in tree or target == self.me:
+                return _walk(tree, self.me, target)
+        return None
+
+    def tree(self, first: str | None) -> dict[str, tuple[str, Edge]]:
+        """The cheapest paths from this node to every node it reaches, leaving by the link
+        `first` (any when None), as node id -> the step that reaches it (Dijkstra)."""
+        best: dict[str, int] = {self.me: 0}
         came: dict[str, tuple[str, Edge]] = {}
-        queue: list[tuple[Cost, str]] = [((0, 0), self.me)]
+        queue: list[tuple[int, str]] = [(0, self.me)]
         while queue:
             cost, node = heapq.heappop(queue)
-            if node == target:
-                steps = []
-                while node != self.me:
-                    steps.append(came[node])
-                    node = came[node][0]
-                return steps[::-1]
-            if cost > best.get(node, cost):
+            if cost > best[node]:
                 continue
             for edge in self.neighbours(node):
-                other = int(first is not None and edge.interface != first)
-                total = (cost[0] + edge.cost, other if node == self.me else cost[1])
-                if total < best.get(edge.to, (total[0] + 1, 0)):
+                if node == self.me and first is not None and edge.interface != first:
+                    continue
+                total = cost + edge.cost
+                if total < best.get(edge.to, total + 1):
                     best[edge.to] = total
                     came[edge.to] = (node, edge)
                     heapq.heappush(queue, (total, edge.to))
-        return None
+        return came
+
+
+def _walk(tree: dict[str, tuple[str, Edge]], me: str, target: str) -> list[tuple[str, Edge]]:
+    steps = []
+    while target != me:
+        steps.append(tree[target])
+        target = tree[target][0]
+    return steps[::-1]
 
 
 def _speed(mbps: int | None) -> str:

@@ -95,13 +95,12 @@ def neighbour_nodes(table: MeshTable) -> dict[tuple[str | None, str | None], str
 
 
 def with_hops(status: dict[str, Any]) -> list[dict[str, Any]]:
-    """`status.nodes` with each node's hops from this one (None: not connected in the
-    graph the node infos give)."""
-    hops = Graph.from_status(status).hops()
-    return [
-        {**node, "hops": hops.get(node["node_id"]) if node["reachable"] else None}
-        for node in status["nodes"]
-    ]
+    """`status.nodes` with each node's hops from this one on the path `babblerctl path`
+    shows (None: cut off, or no path in the graph the node infos give leaves by the link
+    babeld's route leaves by: the infos are behind the routes)."""
+    routes = {n["node_id"]: n.get("interface") for n in status["nodes"] if n["reachable"]}
+    hops = Graph.from_status(status).hops(routes)
+    return [{**node, "hops": hops.get(node["node_id"])} for node in status["nodes"]]
 
 
 def entries(table: MeshTable, kind: str) -> list[dict[str, Any]]:

@@ -49,7 +49,13 @@ STATUS: dict[str, Any] = seen_from(
 
 def test_hops_and_path() -> None:
     graph = Graph.from_status(STATUS)
-    assert graph.hops() == {"000000000001": 0, "00000000000a": 1, "00000000000b": 1}
+    # babeld's routes to a and b leave by v1: b is 2 hops that way (1 by v2, not taken)
+    assert graph.hops({"00000000000a": "v1", "00000000000b": "v1"}) == {
+        "00000000000a": 1,
+        "00000000000b": 2,
+    }
+    assert graph.hops({"00000000000b": "v2"}) == {"00000000000b": 1}
+    assert graph.hops({"00000000000b": None}) == {"00000000000b": 2}  # rerouting: the cheapest
     steps = graph.path("00000000000b")
     assert steps is not None
     assert [(frm, e.interface, e.to, e.cost) for frm, e in steps] == [
@@ -65,9 +71,14 @@ def test_path_for_people_names_each_hop_and_checks_babeld() -> None:
         "  me  v1 (cost 32)  -> a",
         "  a  a2 (cost 32)  -> b",
     ]
-    STATUS["nodes"][1]["interface"] = "v2"  # babeld's route disagrees with the infos
+    STATUS["nodes"][1]["interface"] = "v2"  # babeld's route takes the direct link: so does path
     try:
-        assert "babeld's route leaves by v2, not v1" in render_path(typed(STATUS), "b")
+        assert render_path(typed(STATUS), "b").splitlines() == [
+            "me -> b: 1 hop, cost 128, babeld's metric 64",
+            "  me  v2 (cost 128)  -> b",
+        ]
+        STATUS["nodes"][1]["interface"] = "v9"  # a link no info knows: the infos are behind
+        assert "babeld's route leaves by v9, not v1" in render_path(typed(STATUS), "b")
     finally:
         STATUS["nodes"][1]["interface"] = "v1"
     assert render_path(typed(STATUS), "fde0:20c6:1fa7:ffff:000a::").startswith("me -> a")
@@ -149,3 +160,40 @@ def test_a_node_only_another_s_info_names_gets_a_path_by_its_id() -> None:
     assert graph.names["0123456789ab"] == "0123456789ab"
     steps = graph.path("0123456789ab")
     assert steps is not None and [graph.names[e.to] for _, e in steps] == ["b", "0123456789ab"]
+
+
+def test_right_after_a_pull_path_and_hops_follow_babeld_not_a_stale_info() -> None:
+    """A 5-ring seen from n1 just after n2-n3's cable was pulled: n2's info still lists n3,
+    babeld already routes to n3 by v1x5 (n5). path and HOPS follow babeld: 3 hops via n5,
+    where the stale info gave "2 hops, n2 v2x3 -> n3" beside LINK v1x5 NEXT HOP n5."""
+
+    def ring_node(number: int, links: list[tuple[int, str]], interface: str) -> dict[str, Any]:
+        return {
+            **node(
+                f"00000000000{number}", f"n{number}", [(f"00000000000{n}", i, 96) for n, i in links]
+            ),
+            "interface": interface,
+        }
+
+    status = seen_from(
+        "n1",
+        [("000000000002", "v1x2", 96), ("000000000005", "v1x5", 96)],
+        [
+            ring_node(2, [(1, "v2x1"), (3, "v2x3")], "v1x2"),  # stale: v2x3 is out
+            ring_node(3, [(4, "v3x4")], "v1x5"),  # n3's new info came already
+            ring_node(4, [(3, "v4x3"), (5, "v4x5")], "v1x5"),
+            ring_node(5, [(4, "v5x4"), (1, "v5x1")], "v1x5"),
+        ],
+    )
+    status["nodes"][1]["metric"] = 288
+    lines = render_path(typed(status), "n3").splitlines()
+    assert lines == [
+        "n1 -> n3: 3 hops, cost 288, babeld's metric 288",
+        "  n1  v1x5 (cost 96)  -> n5",
+        "  n5  v5x4 (cost 96)  -> n4",
+        "  n4  v4x3 (cost 96)  -> n3",
+    ]
+    from babbler.core.views import with_hops
+
+    hops = {n["name"]: n["hops"] for n in with_hops(status)}
+    assert hops == {"n2": 1, "n3": 3, "n4": 2, "n5": 1}

@@ -92,7 +92,8 @@ def test_a_cut_off_node_has_no_path_and_says_when_it_was_last_seen() -> None:
     assert "unreachable" in n3 and n3.endswith("12 s ago")
     # a cut-off node's old info does not make paths through it
     value["nodes"][1]["neighbours"] = [{"node_id": "000000000004", "interface": "b"}]
-    assert "000000000004" not in Graph.from_status(typed(value).raw).hops()
+    graph = Graph.from_status(typed(value).raw)
+    assert "000000000004" not in graph.hops({"000000000004": None})
 
 
 def test_a_node_in_its_down_hold_is_shown_rerouting() -> None:
