@@ -329,19 +329,21 @@ class Ipv4Service:
         self._restart("IPv4 clash changed")
 
     async def follow_clashes(self, refresh: Callable[[], Awaitable[None]]) -> None:
-        """Check for a clash at least every CLASH_RECHECK seconds: by a reconcile, which
-        reads the routes (and reconciles when a clash starts or ends), and takes a kernel
-        that fails or hangs as every reconcile does. Only when no reconcile checked
-        meanwhile: on macOS one runs every 2 s anyway (the re-read)."""
+        """Check for a clash at least every CLASH_RECHECK seconds, only when no reconcile
+        checked meanwhile (on macOS one runs every 2 s anyway: the re-read). The check reads
+        the routes alone; a reconcile follows only when the verdict changed (its addresses
+        go or come back) or the routes could not be read (the pass reports it, and takes a
+        failing kernel as every pass does). A whole pass every 5 s, links, addresses and
+        sysctls read, was a third of a quiet node's CPU (docs/benchmarks.md)."""
         while True:
             due = self._checked_at + CLASH_RECHECK
             if trio.current_time() < due:
                 await trio.sleep_until(due)
                 continue
-            if self.state.prefix is not None:
+            before = self.state.problem
+            await self.check_clash()
+            if self.read_problem is not None or self.state.problem != before:
                 await refresh()
-            if trio.current_time() >= self._checked_at + CLASH_RECHECK:  # it did not check
-                await trio.sleep(CLASH_RECHECK)
 
     def collision(self, node_id: int, info: dict[str, Any], my_id: int) -> bool:
         """Another node's info names our IPv4 node address: the one with the larger node id
