@@ -43,6 +43,7 @@ from babbler.daemon.rdma import Reads as RdmaReads
 from babbler.daemon.reconcile import MeshReads, Reconcile
 from babbler.daemon.server import PublicSocket
 from babbler.daemon.view import Host, View
+from babbler.daemon.wakeup import Signal
 
 log = structlog.get_logger("babbler.daemon")
 
@@ -92,6 +93,7 @@ class Daemon:
         detours = config.platform.cable_detours  # a pulled cable's connections go round
         self.ipv4 = Ipv4Service(state, kernel, self.moves.ipv4_changed, gated, detours)
         kernel_health = KernelHealth(*tunables.kernel_retry)
+        links_changed = Signal()  # the reconcile's: our node info may have changed too
         self.nodes = NodeService(
             me=lambda: identity.node_id,
             port=config.info_port,
@@ -101,6 +103,7 @@ class Daemon:
             moved=self.moves.moved,
             answered=lambda node, info: self.reconcile.node_answered(node, info),
             hold=lambda: down_hold(self.config),
+            links_changed=links_changed,
         )
         self.host = HostCare(
             kernel,
@@ -126,6 +129,7 @@ class Daemon:
                 table=lambda: self.mesh.table,
                 publish=lambda: self.view.publish_node(),
             ),
+            links_changed,
         )
         launcher = Launcher(
             Reads(

@@ -64,6 +64,7 @@ class Reconcile:
         host: HostCare,
         health: KernelHealth,
         mesh: MeshReads,
+        links_changed: Signal | None = None,
     ) -> None:
         self._kernel = kernel
         self._ipv4 = ipv4
@@ -73,7 +74,7 @@ class Reconcile:
         self.links: dict[str, Link] = {}
         self.book = IndexBook()
         self.active = False
-        self.links_changed = Signal()
+        self.links_changed = links_changed or Signal()
         self._lock = trio.Lock()
         self.cables_changed = Signal()  # babeld's links or neighbours came or went
         self._failed = Signal()  # a pass failed: `retry` tries again

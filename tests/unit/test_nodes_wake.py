@@ -12,7 +12,8 @@ import trio.testing
 
 from babbler.core.addressing import format_node_id, node_address
 from babbler.daemon.fanout import Hub
-from babbler.daemon.nodes.service import COALESCE, NodeService
+from babbler.daemon.nodes.own import SETTLE
+from babbler.daemon.nodes.service import COALESCE, LOOK, NodeService
 from babbler.daemon.wakeup import Signal
 from tests.unit.test_nodes import route
 
@@ -53,4 +54,45 @@ async def test_a_route_that_appears_is_asked_at_once(
                     await came.event().wait()
             assert asked[node_address(node)] - told <= 2 * COALESCE
             await trio.sleep(20)  # answered, nothing due: asleep again
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_links_change_is_pushed_without_waiting_for_the_look(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """What no route shows (a cable's address, an MTU) changes this node's info; the
+    reconcile's `links_changed` wakes the service, which pushes it after SETTLE, not at the
+    next LOOK (a look every 2 s was a quarter of a quiet node's CPU)."""
+    mine = {"name": "one", "mtu": 1500}
+    pushed: list[float] = []
+    links_changed = Signal()
+
+    async def asker(address: IPv6Address, _port: int) -> dict[str, Any]:
+        return {"node_id": format_node_id(TWO), "run": "ab" * 8, "serial": 1}
+
+    async def pusher(address: IPv6Address, _port: int, data: bytes, _me: IPv6Address) -> None:
+        pushed.append(trio.current_time())
+
+    service = NodeService(
+        me=lambda: ONE,
+        port=6698,
+        info=lambda: dict(mine),
+        routes=lambda: [route(TWO)],
+        hub=Hub(),
+        moved=Signal(),
+        asker=asker,
+        pusher=pusher,
+        links_changed=links_changed,
+    )
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(service._follow)
+        await trio.sleep(LOOK * 3)  # TWO asked us nothing: pushed our info once, after GRACE
+        assert len(pushed) == 1
+        mine["mtu"] = 9000
+        changed = trio.current_time()
+        links_changed.notify()
+        await trio.sleep(SETTLE + 3 * COALESCE)
+        assert len(pushed) == 2 and pushed[1] - changed < LOOK / 2, (pushed, changed)
+        await trio.sleep(LOOK * 3)
+        assert len(pushed) == 2  # nothing changed since
         nursery.cancel_scope.cancel()

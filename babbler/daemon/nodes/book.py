@@ -172,9 +172,14 @@ class NodeBook:
             elif links != known.links and known.fetched_at is not None:
                 known.relinked_at = now
             known.route, known.lost_at, known.links = route, None, links
-        for known in list(self.nodes.values()):
+        for known in self.nodes.values():
             if known.node_id not in live and known.route is not None:
                 known.route, known.lost_at = None, now
+        self.expire(now)
+
+    def expire(self, now: float) -> None:
+        """Forget the nodes whose route has been gone FORGET seconds."""
+        for known in list(self.nodes.values()):
             if known.lost_at is not None and now - known.lost_at >= FORGET:
                 del self.nodes[known.node_id]
 

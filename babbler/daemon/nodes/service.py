@@ -29,7 +29,7 @@ from babbler.daemon.nodes.answer import encode
 from babbler.daemon.nodes.book import NodeBook, events
 from babbler.daemon.nodes.checked import BadInfo, parse
 from babbler.daemon.nodes.own import OwnInfo
-from babbler.daemon.wakeup import Signal, rerun_on
+from babbler.daemon.wakeup import Signal, rerun_on, wait_any
 
 log = structlog.get_logger("babbler.info")
 
@@ -38,9 +38,11 @@ ASKS = 8
 # After a route change, this long before the node picture is recomputed (changes come in
 # bursts; the picture is for people and programs, not for routing).
 COALESCE = 0.2
-# How often this node looks at its own info for a change no route shows (a cable's IPv4
-# address or MTU, RDMA readiness): one build of the info, no work per other node. Seconds.
-LOOK = 2.0
+# How often this node looks at its own info for a change that neither a route nor the
+# reconcile's `links_changed` (cable addresses, MTUs, a reload) announces: RDMA readiness,
+# which changes with a reboot. Every 2 s was a quarter of a quiet node's CPU (one build of
+# the info reads every route: docs/benchmarks.md). Seconds.
+LOOK = 10.0
 Pusher = Callable[[IPv6Address, int, bytes, IPv6Address], Awaitable[None]]
 
 
@@ -57,6 +59,7 @@ class NodeService:
         hold: Callable[[], float] = lambda: 1.0,
         asker: Callable[[IPv6Address, int], Awaitable[dict[str, Any]]] = ask.ask,
         pusher: Pusher = ask.push,
+        links_changed: Signal | None = None,
     ) -> None:
         self._me = me  # this node's id: `moved` notifies when it changes (a collision)
         self._moved = moved
@@ -72,6 +75,10 @@ class NodeService:
         self.counts: Counter[str] = Counter()  # `stats`: info_asks, info_answers, ...
         self.book = NodeBook(me())
         self._changed = Signal()  # routes changed, an ask ended, nodes to ask again
+        self._links_changed = links_changed or Signal()  # our info may have changed
+        # The routes changed since the book last read them: the other wakes (an ask ended, a
+        # push due, LOOK) leave them unread, each read a view of every route (O(N)).
+        self._routes_stale = True
         # The nodes `watch` clients were last told of; None while nobody watches.
         self._published: list[dict[str, Any]] | None = None
         self._said: set[tuple[int, str]] = set()  # (node, kind) of failed asks logged
@@ -85,6 +92,7 @@ class NodeService:
         return [(n.node_id, n.info) for n in self.book.nodes.values() if n.info is not None]
 
     def routes_changed(self) -> None:
+        self._routes_stale = True
         self._changed.notify()
 
     def ask_again(self, nodes: Iterable[int]) -> None:
@@ -159,10 +167,16 @@ class NodeService:
         limiter = trio.CapacityLimiter(ASKS)
         async with trio.open_nursery() as asks:
             while True:
-                changed = self._changed.event()  # before the reads: no change missed
+                # before the reads: no change missed
+                changed, relinked = self._changed.event(), self._links_changed.event()
                 now = trio.current_time()
-                self.book.me, self.book.hold = self._me(), self._hold()
-                self.book.update_routes(list(self._routes()), now)
+                me = self._me()
+                if self._routes_stale or me != self.book.me:
+                    self._routes_stale = False
+                    self.book.me = me
+                    self.book.update_routes(list(self._routes()), now)
+                self.book.hold = self._hold()
+                self.book.expire(now)
                 for node in self.book.due(now):
                     self.book.asking(node, now)
                     asks.start_soon(self._ask, node, limiter)
@@ -172,7 +186,7 @@ class NodeService:
                 self._publish()
                 wake = min((w for w in wakes if w is not None), default=None)
                 with trio.move_on_at(math.inf if wake is None else wake):
-                    await changed.wait()
+                    await wait_any([changed, relinked])
                 await trio.sleep(COALESCE)  # route changes come in bursts
 
     def _pushes(
