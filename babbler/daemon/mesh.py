@@ -8,6 +8,7 @@ Facts are `Applied` (one table entry changed; `.line` is what `monitor` clients 
 
 from __future__ import annotations
 
+import math
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -95,7 +96,7 @@ class Mesh:
         self._running_since: float | None = None
         self.line_counts = LineCounts()  # over every babeld this daemon ran
         self._watched = True  # a client watches the table (else neighbour changes may wait)
-        self._unwatched_since = 0.0  # trio time
+        self._unwatched_since = -math.inf  # trio time the last watcher left
         self._watch_changed = Signal()
         self.monitoring = False  # babeld streams its changes (else: a dump every second)
 
@@ -146,7 +147,7 @@ class Mesh:
         if self._watched == watched:
             return
         self._watched = watched
-        if not watched and self.session is not None:
+        if not watched and self.session is not None:  # (not the daemon's first word)
             self._unwatched_since = trio.current_time()
         control = self.session.control if self.session else None
         if control is not None:
@@ -248,8 +249,10 @@ class Mesh:
         to the usable links. After a reconnection, entries the new dump lacks are flushed."""
         for applied in self.table.end_resync():
             self.host.report(applied)
+        # The grace counts from the last watcher's leaving, not from here: a babeld that
+        # starts while nobody has watched for a while streams nothing more (its first
+        # seconds' monitor stream was most of babblerd's extra CPU in a mesh's first minute)
         self.monitoring = True
-        self._unwatched_since = trio.current_time()  # the grace counts from here too
         self.version = control.greeting.version
         if self._running_since is None:
             self._running_since = trio.current_time()

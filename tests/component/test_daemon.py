@@ -244,7 +244,10 @@ async def test_unwatched_neighbour_changes_wait_but_status_and_dump_show_the_lat
     """With nobody watching, babeld's rtt changes do not wake the daemon (they wait in the
     reader), yet `status` and `dump` show the latest rtt and a `monitor` gets every one."""
     kernel = FakeKernel(veth("v1x2", 2))
-    async with running(kernel, chatter="0.02,1", real_changes=True, mode="always") as (
+    streamed = mesh_numbers(dump_interval=0.1)  # babeld monitored: dumps do not pay
+    async with running(
+        kernel, chatter="0.02,1", real_changes=True, mode="always", tunables=streamed
+    ) as (
         daemon,
         fake,
     ):
@@ -294,7 +297,10 @@ async def test_reads_publish_nothing_and_settle_publishes_what_was_held() -> Non
     while nobody watches are applied and reported by `settle`, which a request calls before
     reading."""
     kernel = FakeKernel(veth("v1x2", 2))
-    async with running(kernel, chatter="0.02,1", real_changes=True, mode="always") as (
+    streamed = mesh_numbers(dump_interval=0.1)  # babeld monitored: dumps do not pay
+    async with running(
+        kernel, chatter="0.02,1", real_changes=True, mode="always", tunables=streamed
+    ) as (
         daemon,
         _,
     ):
@@ -507,7 +513,9 @@ async def test_babeld_cutting_the_connection_is_reconnected_not_restarted() -> N
     """babeld shuts its control connection down when a write to us waits 100 ms (a slow
     reader) and stays up. babblerd connects again: same babeld, no restart, and clients
     see only what really changed meanwhile (here: its xroute is gone)."""
-    async with running(FakeKernel(veth("v1x2", 2)), fake_mode="cut", mode="always") as (d, fake):
+    streamed = mesh_numbers(dump_interval=0.1)  # babeld monitored: no unmonitor, no dumps
+    kernel = FakeKernel(veth("v1x2", 2))
+    async with running(kernel, fake_mode="cut", mode="always", tunables=streamed) as (d, fake):
         await eventually(lambda: d.mesh.state == "running")
         monitor = await connect(d.config.socket_path)
         snapshot = await monitor.request("monitor")
@@ -598,6 +606,20 @@ async def test_unwatched_babeld_is_dumped_not_monitored_and_a_gone_route_goes() 
         kernel.set_link(veth("v1x3", 3))
         line = await monitor.readline()
         assert line is not None and line.startswith("add interface v1x3"), line
+
+
+async def test_a_babeld_started_while_nobody_watches_is_not_monitored_for_a_grace() -> None:
+    """The grace before `unmonitor` is for a watcher that just left (it may come back), not
+    for a babeld just started: with nobody ever watching, its `monitor` stream (babeld
+    notifying every route each hello) is stopped at once, and a restarted babeld's too."""
+    tunables = mesh_numbers(unwatched_grace=60.0, dump_interval=0.4)
+    async with running(FakeKernel(veth("v1x2", 2)), tunables=tunables, mode="always") as (
+        daemon,
+        fake,
+    ):
+        await eventually(lambda: "unmonitor" in fake.requests(), 10.0, "unmonitor in the grace")
+        await eventually(lambda: not daemon.mesh.monitoring, what="not monitoring")
+        assert daemon.mesh.state == "running" and fake.requests().count("monitor") == 1
 
 
 async def test_thunderbolt_links_come_up_once_by_themselves_and_go_down_at_stop() -> None:
