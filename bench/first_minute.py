@@ -64,7 +64,7 @@ from babbler.lab.processes import RESPONDER, pids_in
 
 REFERENCE = "babeld-same-hello"
 ROLES = ("babblerd", "babeld", "responder")
-RATE = 50  # py-spy samples a second
+RATE = 50  # py-spy samples a second (--rate): at 50, a quiet 12-ring gives ~20 in 10 s
 PYSPY = Path(sys.executable).parent / "py-spy"
 STATS_TIMEOUT = 2.0  # seconds for one node's `stats` at a window edge
 TOP = 10  # innermost functions printed per phase
@@ -156,8 +156,11 @@ class Profiler:
     """py-spy on each pid, all started together for `seconds`; `finish` waits for them and
     classifies what they sampled."""
 
-    def __init__(self, pids: Sequence[int], seconds: int, folder: Path, phase: str) -> None:
+    def __init__(
+        self, pids: Sequence[int], seconds: int, folder: Path, phase: str, rate: int = RATE
+    ) -> None:
         self.seconds = seconds
+        self.rate = rate
         self.usage = resource.getrusage(resource.RUSAGE_CHILDREN)
         self.started = time.monotonic()
         self.spies: list[tuple[int, Path, subprocess.Popen[bytes]]] = []
@@ -165,7 +168,7 @@ class Profiler:
             out = folder / f"{phase}-{pid}.txt"
             log = (folder / f"{phase}-{pid}.log").open("wb")
             command = [
-                str(PYSPY), "record", "--pid", str(pid), "--rate", str(RATE), "--nonblocking",
+                str(PYSPY), "record", "--pid", str(pid), "--rate", str(rate), "--nonblocking",
                 "--format", "raw", "--output", str(out), "--duration", str(seconds),
             ]  # fmt: skip
             spy = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
@@ -191,10 +194,10 @@ class Profiler:
         counts = profile_sources.by_source(lines)
         samples = sum(counts.values())
         profiled = len(self.spies) - len(failed)
-        per_node = RATE * self.seconds * max(profiled, 1) / 100  # samples that are 1 % a node
+        per_node = self.rate * self.seconds * max(profiled, 1) / 100  # samples that are 1 % a node
         return {
             "seconds": self.seconds,
-            "rate": RATE,
+            "rate": self.rate,
             "pids": profiled,
             "failed": failed,
             "samples": samples,
@@ -215,7 +218,7 @@ def follow(
     spied = roles["babblerd"] if folder is not None else []
     first = max(1, round(args.windows * args.window))
     edges = [edge(pids, nodes)]
-    profiler = Profiler(spied, first, folder, "first") if folder and spied else None
+    profiler = Profiler(spied, first, folder, "first", args.rate) if folder and spied else None
     for k in range(1, args.windows + 1):
         time.sleep(max(0.0, edges[0].at + k * args.window - time.monotonic()))
         edges.append(edge(pids, nodes))
@@ -227,7 +230,7 @@ def follow(
     time.sleep(max(0.0, edges[-1].at + args.steady - time.monotonic()))
     start = edge(pids, nodes)
     steady = max(1, round(args.window))
-    profiler = Profiler(spied, steady, folder, "steady") if folder and spied else None
+    profiler = Profiler(spied, steady, folder, "steady", args.rate) if folder and spied else None
     time.sleep(max(0.0, start.at + args.window - time.monotonic()))
     result["steady"] = window(start, edge(pids, nodes), roles, t0)
     if profiler is not None:
@@ -401,7 +404,7 @@ def report_profile(size: int, bab: dict[str, Any]) -> None:
         "source of work", f"first {first['seconds']} s: % samples", "% core per node",
         f"steady {steady['seconds']} s: % samples", "% core per node",
     ]  # fmt: skip
-    title = f"\nbabblerd's CPU by source (py-spy, {RATE}/s), {size} nodes"
+    title = f"\nbabblerd's CPU by source (py-spy, {first['rate']}/s), {size} nodes"
     print(common.table(title, header, rows))
     for phase in (first, steady):
         if phase["failed"]:
@@ -428,6 +431,7 @@ def main() -> None:
     parser.add_argument("--steady", type=float, default=30.0, help="seconds before the last")
     parser.add_argument("--limit", type=float, default=300.0, help="seconds to reach t0")
     parser.add_argument("--profile", action="store_true", help="py-spy on every babblerd")
+    parser.add_argument("--rate", type=int, default=RATE, help="py-spy samples a second")
     parser.add_argument("--profile-dir", type=Path, help="py-spy's raw files [a new temp dir]")
     parser.add_argument("--babbler-mode", default="babbler", choices=list(BABBLER_MODES))
     parser.add_argument("--out", type=Path)
