@@ -58,7 +58,7 @@ def far_ends(
     any node (None: only neighbours that name none count)."""
     addresses: dict[tuple[str, str], set[str]] = {}  # (link, node) -> its link-locals
     named: dict[str, set[str]] = {}  # link -> the nodes babeld names there
-    for (address, link), node in _through(table).items():
+    for (address, link), node in table.memo("through", _through).items():
         addresses.setdefault((link, node), set()).add(address)
         named.setdefault(link, set()).add(node)
 

@@ -10,13 +10,15 @@ stream keyed by (kind, handle), so applying a babeld line yields the line to for
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, TypeVar
 
 from babbler.core.babeld_lines import KINDS, TableLine
 
 INFINITY = 0xFFFF
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,8 @@ class MeshTable:
     def __init__(self) -> None:
         self._entries: dict[tuple[str, str], TableLine] = {}
         self._resync: set[tuple[str, str]] | None = None  # keys a re-dump brought so far
+        self.generation = 0  # grows with every change of an entry (`memo`)
+        self._memo: dict[str, tuple[int, Any]] = {}
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -51,9 +55,12 @@ class MeshTable:
             if old is None:
                 return None
             del self._entries[key]
+            self.generation += 1
             return Applied(True, old, "flush", line)
         verb = "add" if old is None else "change"
         self._entries[key] = line
+        if old is None or old.fields != line.fields:
+            self.generation += 1
         if old is not None and line.verb == "add" and old.fields == line.fields:
             return None
         return Applied(old is None or old.fields != line.fields, line, verb, line)
@@ -71,12 +78,26 @@ class MeshTable:
         gone = [e for key, e in self._entries.items() if key not in seen]
         for entry in gone:
             del self._entries[entry.key]
+        self.generation += 1
         return [Applied(True, e, "flush", e) for e in gone]
 
     def flush_all(self) -> list[Applied]:
         gone = [Applied(True, e, "flush", e) for e in self.entries()]
         self._entries.clear()
+        self.generation += 1
         return gone
+
+    def memo(self, name: str, compute: Callable[[MeshTable], T]) -> T:
+        """`compute(self)`, kept until an entry changes: a reading of the whole table that
+        many callers repeat between changes (the far ends, for every node info built and
+        every answer taken: O(N) each, O(N^2) a round in a 64-ring forming). The value is
+        shared: callers must not change it."""
+        kept = self._memo.get(name)
+        if kept is not None and kept[0] == self.generation:
+            return kept[1]  # type: ignore[no-any-return]
+        value = compute(self)
+        self._memo[name] = (self.generation, value)
+        return value
 
     def entries(self, kind: str | None = None) -> list[TableLine]:
         """Entries in babeld's dump order: by kind, then in the order they appeared."""

@@ -90,7 +90,12 @@ def unmatched_globs(links: Links, selector: Selector) -> list[str]:
 
 def neighbour_nodes(table: MeshTable) -> dict[tuple[str | None, str | None], str]:
     """(neighbour address, interface) -> the node there, by babeld's word alone
-    (core/farend.py: its routes to that node's own range come through it with refmetric 0)."""
+    (core/farend.py: its routes to that node's own range come through it with refmetric 0).
+    Kept until the table changes (`MeshTable.memo`): shared, not to be changed."""
+    return table.memo("neighbour_nodes", _neighbour_nodes)
+
+
+def _neighbour_nodes(table: MeshTable) -> dict[tuple[str | None, str | None], str]:
     return {(a, end.link): end.node for end in far_ends(table) for a in end.addresses}
 
 

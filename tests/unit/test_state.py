@@ -94,3 +94,29 @@ def test_babeld_s_end_is_said_as_people_say_it_without_its_chatter() -> None:
         "babeld exited with status 1: Couldn't bind to port 6696: Address in use"
     )
     assert str(BabeldExited(-99)) == "babeld killed by signal 99"
+
+
+def test_memo_is_kept_until_an_entry_changes() -> None:
+    """`MeshTable.memo`: a reading of the whole table is made once between changes (the far
+    ends, read for every node info built and every answer taken), and afresh after any
+    change, a flush, a re-dump's end or flush_all; an identical line changes nothing."""
+    table = MeshTable()
+    made: list[int] = []
+
+    def count(t: MeshTable) -> int:
+        made.append(len(t))
+        return len(t)
+
+    assert table.memo("n", count) == 0 and table.memo("n", count) == 0 and made == [0]
+    table.apply(line("add " + ROUTE))
+    assert table.memo("n", count) == 1
+    table.apply(line("change " + ROUTE))  # the same fields: not a change
+    assert table.memo("n", count) == 1 and made == [0, 1]
+    table.apply(line("change " + ROUTE.replace("metric 96", "metric 192")))
+    assert table.memo("n", count) == 1 and made == [0, 1, 1]
+    table.begin_resync()
+    table.end_resync()  # the re-dump brought nothing: the route is flushed
+    assert table.memo("n", count) == 0
+    table.apply(line("add " + ROUTE))
+    table.flush_all()
+    assert table.memo("n", count) == 0 and made == [0, 1, 1, 0, 0]
