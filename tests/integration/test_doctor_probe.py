@@ -76,11 +76,14 @@ def test_the_probe_names_a_dropping_cable_and_a_vpn_route(
         ["ip", "route", "add", "10.77.226.0/24", "dev", "tailscale0"],
     ):
         assert lab.exec(n1, *command).returncode == 0, command
-    # babeld restarts without IPv4: the cable's far end is named again once its route is back
-    until(
-        lambda: "no cable address" in (saw := probe(n1)[1]["cable v1x2"]["saw"]) and "to n2" in saw,
-        what="IPv4 withdrawn, the far end named",
-    )
+
+    # babeld restarts without IPv4: the cable is listed again once babeld hears its neighbour,
+    # and its far end named once its route is back
+    def withdrawn() -> bool:
+        saw = str(probe(n1)[1].get("cable v1x2", {}).get("saw", ""))
+        return "no cable address" in saw and "to n2" in saw
+
+    until(withdrawn, what="IPv4 withdrawn, the far end named")
     code, found, _ = probe(n1)
     assert code == 1, found
     overlap = found["overlaps"]
