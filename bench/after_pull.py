@@ -49,7 +49,8 @@ SETTLE = 3.0  # seconds a converged ring is left before the next pull
 def reading(status: dict[str, Any], target: str) -> dict[str, Any]:
     """What n1 shows of `target` (node id): babeld's route's link, HOPS, the names `path`
     walks and the link it leaves by (None: no path), and whether `graph` holds the cable."""
-    node = next(n for n in status["nodes"] if n["node_id"] == target)
+    # not listed yet right after the ring forms: babeld routes before the infos arrive
+    node: dict[str, Any] = next((n for n in status["nodes"] if n["node_id"] == target), {})
     graph = Graph.from_status(status)
     try:
         path = path_of(parse_status(status), target)
@@ -64,8 +65,8 @@ def reading(status: dict[str, Any], target: str) -> dict[str, Any]:
         for e in edges
     )
     return {
-        "interface": node["interface"],
-        "hops": node["hops"],
+        "interface": node.get("interface"),
+        "hops": node.get("hops"),
         "walked": walked,
         "first": first,
         "held": held,
