@@ -206,7 +206,7 @@ class Daemon:
             self.reconcile.cables_changed.notify()  # a cable's ends may have come or gone
         if fact.entry.kind == "route":
             self.moves.observe(fact)  # the collision watch
-            self.nodes.routes_changed()
+            self.nodes.routes_changed(fact.entry.field("prefix"))
 
     def _subscribers_changed(self) -> None:
         self.view.subscribers_changed()

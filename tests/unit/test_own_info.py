@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from babbler.core.addressing import format_node_id, node_address
-from babbler.daemon.nodes.book import NodeBook
+from babbler.daemon.nodes.book import FLAP, NodeBook
 from babbler.daemon.nodes.own import GRACE, RETRY, SETTLE, OwnInfo
 
 A, B, C = 0xA1, 0xB2, 0xC3
@@ -69,6 +69,32 @@ def test_a_node_just_routed_is_given_time_to_ask_itself() -> None:
     assert own.due(routed, 20.0 + GRACE) == [C]
     own.forget({C})  # the book forgot B (gone for good)
     assert B not in own.holds
+
+
+def test_a_route_back_within_a_flap_costs_one_push_not_an_ask() -> None:
+    """Routes that come and go (a churning mesh) are not asked again on each return: the
+    node pushes what we lack as its route to us comes back, at once, not after RETRY."""
+    book = NodeBook(A)
+    book.update_routes([_route(B), _route(C)], now=0.0)
+    for node in (B, C):
+        book.asking(node, 0.0)
+    assert book.answered(B, _versioned(B, "b" * 16, 1, "bee"), now=0.1)
+    assert book.answered(C, {"node_id": format_node_id(C), "name": "old"}, now=0.1)
+    book.update_routes([], now=10.0)  # both routes go
+    book.update_routes([_route(B), _route(C)], now=10.0 + FLAP - 0.1)  # and come back
+    assert book.due(10.0 + FLAP) == [C]  # C has no version: asked; B pushes
+    book.update_routes([], now=20.0)
+    book.update_routes([_route(B)], now=20.0 + FLAP)  # gone FLAP: asked
+    assert book.due(20.0 + FLAP) == [B]
+
+    # B's side: its push to A failed while the route went; A's route came back: pushed now
+    own = OwnInfo()
+    own.stamp(info(), now=0.0)
+    own.held(A, 1)
+    own.stamp(info(name="renamed"), now=5.0)
+    own.failed(A, 5.5)
+    assert own.due({A: 0.0}, 6.0) == []  # the route never went: RETRY after the failure
+    assert own.due({A: 7.0}, 7.0) == [A]  # it came back at 7: no RETRY
 
 
 def _route(node: int) -> dict[str, Any]:

@@ -7,13 +7,14 @@ Answers come checked (checked.py): every field the book reads has its documented
 A node is routed when babeld has a usable route to its node address (range | 0, which every
 babblerd announces while its mesh runs). It is asked for its info when that route appears.
 A node whose answer carries a version (`run`, `serial`: nodes/own.py) pushes its info
-itself each time it changes, so it is asked again only when its route comes back or an ask
-failed; an older answer is never taken over a newer one. A node without versions (an older
-babblerd) is asked again every REFRESH seconds; a failed ask, or an answer given while the
-node was still learning its neighbours, is retried after RETRY seconds; a node still
-starting, or whose answer disagrees with another node's about a neighbour, sooner
-(STARTING, DOUBTED). A node that loses its route stays listed, unreachable, for FORGET
-seconds (a cable pulled and put back keeps its name), then is forgotten.
+itself each time it changes, so it is asked again only when its route comes back after
+FLAP seconds or more, or an ask failed; an older answer is never taken over a newer one. A
+node without versions (an older babblerd) is asked again every REFRESH seconds; a failed
+ask, or an answer given while the node was still learning its neighbours, is retried after
+RETRY seconds; a node still starting, or whose answer disagrees with another node's about a
+neighbour, sooner (STARTING, DOUBTED). A node that loses its route stays listed,
+unreachable, for FORGET seconds (a cable pulled and put back keeps its name), then is
+forgotten.
 """
 
 from __future__ import annotations
@@ -49,6 +50,13 @@ DOUBTED = 1.0
 # meets a neighbour within a few hellos (well under a second at hello 0.1, seconds at
 # babeld's default 4 s); the rest of the 30 s is for a machine slow to bring its links up.
 STARTING = 30.0
+# A node that pushes (its info has a version) whose route comes back within this long of
+# going is not asked again: it pushes whatever version we lack as its own route to us comes
+# back (nodes/own.py). On a 64-ring churning on 2 cores, routes came and went every few
+# seconds and the asks on each return were 740-800 a node in 4 minutes, each one an answer
+# built by the other node. Longer than that churn's gaps; a node that restarted within it
+# (a new run) pushes its new info GRACE (own.py) after its route is back. Seconds.
+FLAP = 5.0
 
 # What status.nodes[].links says of each link, from the node's info (mtu and max_mtu: None
 # from a babblerd that does not say them).
@@ -93,6 +101,11 @@ def routed(routes: list[dict[str, Any]]) -> dict[int, tuple[dict[str, Any], froz
         if is_node_address:
             to_node[node] = route
     return {node: (route, frozenset(links[node])) for node, route in to_node.items()}
+
+
+def concerns(prefix: str) -> bool:
+    """Whether a route to `prefix` is one `routed` reads (a /128 inside a node's range)."""
+    return _node_of(prefix) is not None
 
 
 @lru_cache(maxsize=65536)
@@ -167,8 +180,10 @@ class NodeBook:
         live.pop(self.me, None)
         for node, (route, links) in live.items():
             known = self.nodes.setdefault(node, Known(node))
-            if known.route is None:  # (re)appeared: ask at once
-                known.asked_at, known.routed_at = None, now
+            if known.route is None:  # (re)appeared: ask at once, unless it pushes (FLAP)
+                known.routed_at = now
+                if not self._pushes_back(known, now):
+                    known.asked_at = None
             elif links != known.links and known.fetched_at is not None:
                 known.relinked_at = now
             known.route, known.lost_at, known.links = route, None, links
@@ -176,6 +191,14 @@ class NodeBook:
             if known.node_id not in live and known.route is not None:
                 known.route, known.lost_at = None, now
         self.expire(now)
+
+    @staticmethod
+    def _pushes_back(known: Known, now: float) -> bool:
+        """A node back within FLAP whose last ask went well and whose info has a version:
+        it pushes what changed while its route was gone."""
+        gone = known.lost_at
+        fine = known.error is None and known.fetched_at is not None and _pushes(known.info)
+        return fine and gone is not None and now - gone < FLAP
 
     def expire(self, now: float) -> None:
         """Forget the nodes whose route has been gone FORGET seconds."""

@@ -9,12 +9,14 @@ does not hold the current version is pushed to, if it pushes itself (its info ha
 version: an older babblerd asks by itself and refuses `push`): SETTLE after the change
 when it held an older one, not before GRACE after its route appeared when it never asked
 (a node whose route to us just appeared asks by itself), again after RETRY when a push
-failed.
+failed, at once when the node's route came back since (it does not ask again after a short
+loss: nodes/book.py FLAP).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import secrets
 from dataclasses import dataclass, field
 from typing import Any
@@ -74,7 +76,7 @@ class OwnInfo:
         at = self.changed_at + SETTLE
         if node not in self.holds:
             at = max(at, routed_since + GRACE)
-        if node in self.failed_at:
+        if self.failed_at.get(node, -math.inf) >= routed_since:  # not since its route came back
             at = max(at, self.failed_at[node] + RETRY)
         return at
 

@@ -26,7 +26,7 @@ from babbler.core.config import DEFAULT_INFO_PORT
 from babbler.daemon.fanout import Hub
 from babbler.daemon.nodes import ask, server
 from babbler.daemon.nodes.answer import encode
-from babbler.daemon.nodes.book import NodeBook, events
+from babbler.daemon.nodes.book import NodeBook, concerns, events
 from babbler.daemon.nodes.checked import BadInfo, parse
 from babbler.daemon.nodes.own import OwnInfo
 from babbler.daemon.wakeup import Signal, rerun_on, wait_any
@@ -38,6 +38,12 @@ ASKS = 8
 # After a route change, this long before the node picture is recomputed (changes come in
 # bursts; the picture is for people and programs, not for routing).
 COALESCE = 0.2
+# And at most one pass this often while changes keep coming. Each pass reads every route
+# (N of them per node), builds this node's info and looks for asks and pushes: on a 64-ring
+# churning on 2 cores, routes changed every pass and those reads at 5 a second were a fifth
+# of babblerd's time, which kept the machine saturated (docs/benchmarks.md "The first
+# minute"). The first change after a quiet second is still read COALESCE after it. Seconds.
+GAP = 1.0
 # How often this node looks at its own info for a change that neither a route nor the
 # reconcile's `links_changed` (cable addresses, MTUs, a reload) announces: RDMA readiness,
 # which changes with a reboot. Every 2 s was a quarter of a quiet node's CPU (one build of
@@ -91,7 +97,11 @@ class NodeService:
         """Each node's last info answer, with its node id (host care sizes cables by them)."""
         return [(n.node_id, n.info) for n in self.book.nodes.values() if n.info is not None]
 
-    def routes_changed(self) -> None:
+    def routes_changed(self, prefix: str | None = None) -> None:
+        """A route changed (`prefix`: its prefix, if one). One outside every node's range
+        (IPv4, the host's) is none the book reads: half of a mesh's routes, ignored."""
+        if prefix is not None and not concerns(prefix):
+            return
         self._routes_stale = True
         self._changed.notify()
 
@@ -165,11 +175,12 @@ class NodeService:
 
     async def _follow(self) -> None:
         limiter = trio.CapacityLimiter(ASKS)
+        last = -math.inf  # when the last pass began
         async with trio.open_nursery() as asks:
             while True:
                 # before the reads: no change missed
                 changed, relinked = self._changed.event(), self._links_changed.event()
-                now = trio.current_time()
+                now = last = trio.current_time()
                 me = self._me()
                 if self._routes_stale or me != self.book.me:
                     self._routes_stale = False
@@ -187,7 +198,8 @@ class NodeService:
                 wake = min((w for w in wakes if w is not None), default=None)
                 with trio.move_on_at(math.inf if wake is None else wake):
                     await wait_any([changed, relinked])
-                await trio.sleep(COALESCE)  # route changes come in bursts
+                # route changes come in bursts: gathered, and one pass a GAP at most
+                await trio.sleep_until(max(trio.current_time() + COALESCE, last + GAP))
 
     def _pushes(
         self, asks: trio.Nursery, limiter: trio.CapacityLimiter, now: float
