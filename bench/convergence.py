@@ -22,16 +22,38 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
 import common
-from meshes import BABBLER_MODES, MODES, Mesh, wait_reachable
+import jointap
+from meshes import (
+    BABBLER_MODES,
+    MODES,
+    Mesh,
+    babelds_in,
+    missing_routes,
+    unreachable,
+    wait_reachable,
+)
 
-from babbler.lab import PLATFORMS, Lab
+from babbler.lab import PLATFORMS, Lab, wait
 
 LIMIT = 120.0
+# join-line4's breakdown: seconds from the new node's exec (babblerd's, or babeld's alone)
+BREAKDOWN = {
+    "babeld spawned": "its babeld forked (/proc, 10 ms ticks)",
+    "address": "its first global address added (babeld alone: by the bench, before exec)",
+    "served": "babblerd answers status",
+    "wire hello": "the first Hello it sent reaches the far end of the new cable",
+    "wire ihu": "the first IHU it sent reaches the far end: it heard that end's Hello",
+    "known": "the bench knows its address (babblerd: from status)",
+    "far end routes": "the far end's kernel routes to it (netlink, as it happens)",
+    "routes": "every node's kernel routes to every other (polled every 0.02 s once known)",
+    "pings": "every pair pings (the scenario's time)",
+}
 SCENARIOS = (
     "up-line4",
     "join-line4",
@@ -43,13 +65,21 @@ SCENARIOS = (
 )
 
 
-def run_once(scenario: str, mode: str, tag: str, platform: str = "linux") -> float:
+def run_once(
+    scenario: str,
+    mode: str,
+    tag: str,
+    platform: str = "linux",
+    marks: dict[str, float] | None = None,
+    prefix: str = "bc",
+) -> float:
+    """Seconds the scenario took; `marks`: filled with the join's breakdown (`join`)."""
     nodes, topology = (4, "line") if scenario.endswith("line4") else (10, "ring")
     if scenario.startswith("plug"):
         nodes, topology = 3, "line"
     real = scenario.endswith("-dad")
     lab = Lab.create(
-        f"bc{tag}", nodes, topology, ["--mode", "always"], real_links=real, platform=platform
+        f"{prefix}{tag}", nodes, topology, ["--mode", "always"], real_links=real, platform=platform
     )
     mesh = Mesh(lab, mode)
     try:
@@ -81,10 +111,7 @@ def run_once(scenario: str, mode: str, tag: str, platform: str = "linux") -> flo
             for node in first:
                 mesh.ready(node)
             wait_reachable(lab, mesh, first, time.monotonic(), LIMIT)
-            started = time.monotonic()
-            mesh.start(lab.nodes[3])
-            mesh.ready(lab.nodes[3])
-            return wait_reachable(lab, mesh, lab.nodes, started, LIMIT)
+            return join(lab, mesh, marks if marks is not None else {})
         # kill-ring10: converge, let routes settle on shortest paths, kill the node opposite n1
         for node in lab.nodes:
             mesh.start(node)
@@ -104,6 +131,80 @@ def run_once(scenario: str, mode: str, tag: str, platform: str = "linux") -> flo
         lab.down()
 
 
+def join(lab: Lab, mesh: Mesh, marks: dict[str, float]) -> float:
+    """The 4th node starts at the end of the converged line: seconds until every pair pings
+    (as `wait_reachable` polls), and in `marks` seconds from its exec to each step (BREAKDOWN)."""
+    new, far = lab.nodes[3], lab.nodes[2]
+    wire = jointap.Wire(far.netns, lab.end_name(far.index, new.index))
+    added = jointap.Addresses(new.netns)
+    routed = jointap.Routes(far.netns)
+    seen: dict[str, float] = {}
+    try:
+        boot = time.clock_gettime(time.CLOCK_BOOTTIME)
+        started = time.monotonic()
+        mesh.start(new)
+        mesh.ready(new)
+        seen["served"] = time.monotonic()
+
+        def reachable() -> bool:
+            missing = missing_routes(mesh, lab.nodes)
+            if missing is None:
+                return False
+            seen.setdefault("known", time.monotonic())
+            if any(missing.values()):
+                return False
+            seen.setdefault("routes", time.monotonic())
+            return unreachable(lab, mesh, lab.nodes) == 0
+
+        if not wait.until(reachable, started + LIMIT - time.monotonic(), every=0.02):
+            raise TimeoutError(f"{mesh.mode}: not reachable within {LIMIT:g} s")
+        took = time.monotonic() - started
+        marks["babeld spawned"] = jointap.spawned_after(babelds_in(new.netns)[0], boot)
+    finally:
+        seen |= {f"wire {k}": v for k, v in wire.close().items()}
+        seen |= added.close()
+        routed.close()
+    address = mesh.address(new)
+    if address in routed.added:
+        seen["far end routes"] = routed.added[address]
+    if mesh.mode not in BABBLER_MODES:
+        seen.pop("served")  # nothing to serve: babeld alone starts in the background
+    marks |= {name: at - started for name, at in seen.items()}
+    marks["pings"] = took
+    return took
+
+
+def join_table(breakdown: dict[str, list[dict[str, float]]]) -> str:
+    """p50 (min-max) of each step per mode, as docs/benchmarks.md shows it."""
+    modes = list(breakdown)
+    rows = []
+    for step in BREAKDOWN:
+        cells = []
+        for mode in modes:
+            values = [marks[step] for marks in breakdown[mode] if step in marks]
+            summary = common.summary(values)
+            cells.append(
+                f"{summary['p50']:.3f} ({summary['min']:.3f}-{summary['max']:.3f})"
+                if values
+                else "-"
+            )
+        rows.append([step, *cells])
+    return common.table("join-line4: s from exec, p50 (min-max)", ["step", *modes], rows)
+
+
+def commit() -> str:
+    """The checkout measured: HEAD, and whether babbler/ differed from it."""
+
+    def git(*args: str) -> str:
+        done = subprocess.run(
+            ["git", "-C", str(common.ROOT), *args], capture_output=True, text=True
+        )
+        return done.stdout.strip()
+
+    changed = git("status", "--porcelain", "--", "babbler")
+    return git("rev-parse", "--short", "HEAD") + (" with babbler/ changed" if changed else "")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=5)
@@ -116,6 +217,7 @@ def main() -> None:
         default="linux",
         help="what the lab's nodes act as (macos: the lab's Macs, docs/macos.md)",
     )
+    parser.add_argument("--lab-prefix", default="bc", help="the labs' names start with this")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     common.need_root()
@@ -123,14 +225,29 @@ def main() -> None:
     modes = ("babbler",) if args.quick else args.modes
     runs = 1 if args.quick else args.runs
     results: dict[str, dict[str, Any]] = {}
+    breakdown: dict[str, list[dict[str, float]]] = {}
     for scenario in scenarios:
         for mode in modes:
             times = []
             for n in range(runs):
-                took = run_once(scenario, mode, f"{os.getpid() % 10000}{n}", args.platform)
+                marks: dict[str, float] = {}
+                took = run_once(
+                    scenario,
+                    mode,
+                    f"{os.getpid() % 10000}{n}",
+                    args.platform,
+                    marks,
+                    args.lab_prefix,
+                )
                 times.append(took)
                 print(f"  {scenario:11} {mode:17} run {n + 1}: {took:.2f} s", flush=True)
+                if marks:
+                    breakdown.setdefault(mode, []).append(marks)
+                    steps = ", ".join(f"{k} {marks[k]:.3f}" for k in BREAKDOWN if k in marks)
+                    print(f"    {steps}", flush=True)
             results.setdefault(scenario, {})[mode] = {"seconds": times, **common.summary(times)}
+            if scenario == "join-line4":
+                results[scenario][mode]["breakdown"] = breakdown.get(mode, [])
     rows = [
         [s, m, r["n"], r["p50"], r["min"], r["max"]]
         for s, by_mode in results.items()
@@ -138,7 +255,11 @@ def main() -> None:
     ]
     print()
     print(common.table("convergence (s)", ["scenario", "mode", "runs", "p50", "min", "max"], rows))
-    data = {"runs": runs, "platform": args.platform, "results": results}
+    if breakdown:
+        print()
+        print(join_table(breakdown))
+    data = {"runs": runs, "platform": args.platform, "results": results, "steps": BREAKDOWN}
+    data["commit"] = commit()
     path = common.write("convergence", data, args.out)
     print(f"\nwrote {path}")
 

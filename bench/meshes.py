@@ -166,22 +166,29 @@ def routes_ready(mesh: Mesh, nodes: list[Node]) -> bool:
     """Whether every node's kernel has a babel route to every other node's address. One
     `ip` per node: the ping sweep (N x (N-1) pings, 4,032 processes on a 64-node lab, every
     round) only runs once it can succeed, instead of loading the machine it measures."""
+    missing = missing_routes(mesh, nodes)
+    return missing is not None and not any(missing.values())
+
+
+def missing_routes(mesh: Mesh, nodes: list[Node]) -> dict[int, set[str]] | None:
+    """Per node index, the other nodes' addresses its kernel has no babel route to; None
+    while a node's address is not known yet."""
     targets = {n.index: mesh.address(n) for n in nodes}
     if any(a is None for a in targets.values()):
-        return False
+        return None
 
     family = "-4" if any("." in str(a) for a in targets.values()) else "-6"
 
-    def complete(node: Node) -> bool:
+    def missing(node: Node) -> set[str]:
         # every table: babblerd's babeld uses its own (core/fence.py), babeld alone `main`
         command = ["ip", "-n", node.netns, family, "route", "show", "table", "all"]
         shown = subprocess.run(
             [*command, "proto", "babel"], capture_output=True, text=True, check=False
         ).stdout
         routed = {line.split()[0] for line in shown.splitlines() if " via " in line}
-        return {a for i, a in targets.items() if i != node.index} <= routed
+        return {str(a) for i, a in targets.items() if i != node.index} - routed
 
-    return all(probe.from_each(nodes, complete))
+    return dict(zip((n.index for n in nodes), probe.from_each(nodes, missing), strict=True))
 
 
 def wait_reachable(lab: Lab, mesh: Mesh, nodes: list[Node], since: float, limit: float) -> float:
