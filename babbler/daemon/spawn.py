@@ -90,8 +90,13 @@ def spawn(
     """Fork babeld (or, `unprivileged`, another child: the bench responder) from the calling
     thread (Linux ties PR_SET_PDEATHSIG to it: call this from the thread that lives as long
     as babblerd), output piped, files 0600. `tied`: the child dies with babblerd
-    (Platform.children_die_with_babblerd). Raises EnvironmentProblem when it cannot be
-    executed."""
+    (Platform.children_die_with_babblerd), and then runs in a session of its own: where the
+    kernel shares the CPU between sessions first (Linux's autogroup, on by default), babeld
+    in babblerd's session was charged for babblerd's start-up and missed its 0.1 s hellos
+    (a 64-ring on 2 cores never converged; in sessions of their own, 5 runs of 5 did:
+    docs/benchmarks.md "The first minute"). Untied (macOS), it stays in babblerd's process
+    group, which launchd ends when babblerd exits. Raises EnvironmentProblem when it cannot
+    be executed."""
     try:
         return subprocess.Popen(
             list(args),
@@ -101,6 +106,7 @@ def spawn(
             preexec_fn=_die_with_parent_hook(unprivileged, tied),
             close_fds=True,
             umask=0o077,  # its control socket and pid file: 0600 (in a 0700 directory)
+            start_new_session=tied,
         )
     except OSError as error:
         raise EnvironmentProblem(

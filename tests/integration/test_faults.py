@@ -78,6 +78,9 @@ def test_babblerd_killed_leaves_no_babeld_within_3_s_and_the_next_start_cleans_u
     before = lab.status(n1)
     babeld = before["babeld"]["pid"]
     assert n1.pid is not None
+    # in a session of its own (the kernel's autogroup: babblerd's work does not make its
+    # hellos late), and still tied to babblerd
+    assert os.getsid(babeld) == babeld != os.getsid(n1.pid)
     killed_at = time.monotonic()
     os.kill(n1.pid, signal.SIGKILL)
     lab.wait_exit(n1)
