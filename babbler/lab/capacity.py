@@ -6,7 +6,8 @@ babblerd reads babeld's table with a dump a second while nobody watches (docs/de
 before, it grew with the mesh (1.4 % at 32). The hello rate drives babeld's own work, so a
 lab of N nodes needs about N x 0.77 % x (0.1 s / hello) of a core, before the kernel's share
 and more while it converges. The 64-ring at 0.1 s (0.49 cores by this) converged in 41 s
-with daemons started 16 at a time (babbler-lab up).
+with daemons started 16 at a time (babbler-lab up), and with IPv4 on in 33-46 s in 5 runs
+of 5 (0.67-0.89 % a node once converged: docs/benchmarks.md "The first minute").
 """
 
 from __future__ import annotations
