@@ -13,7 +13,9 @@ Scenarios, each repeated --runs times per mode:
               cables (the lab's --real-links)
   kill-ring10-dad  kill-ring10 on real links (plugged once every daemon runs)
 Modes: babbler (its defaults), babeld alone with its defaults (hello 4 s), babeld alone with
-babbler's hello interval (0.1 s). Times start when the first daemon is exec'd.
+babbler's hello interval (0.1 s), taken in turn run by run. Times start when the first daemon
+is exec'd. join-line4 also prints where the join's time went (BREAKDOWN), per run and as a
+table.
 
     sudo .venv/bin/python bench/convergence.py [--runs 5] [--quick] [--out FILE]
 """
@@ -51,6 +53,8 @@ BREAKDOWN = {
     "wire ihu": "the first IHU it sent reaches the far end: it heard that end's Hello",
     "known": "the bench knows its address (babblerd: from status)",
     "far end routes": "the far end's kernel routes to it (netlink, as it happens)",
+    "it routes to all": "its kernel routes to every other node (netlink)",
+    "all route to it": "every other node's kernel routes to it (netlink)",
     "routes": "every node's kernel routes to every other (polled every 0.02 s once known)",
     "pings": "every pair pings (the scenario's time)",
 }
@@ -137,7 +141,7 @@ def join(lab: Lab, mesh: Mesh, marks: dict[str, float]) -> float:
     new, far = lab.nodes[3], lab.nodes[2]
     wire = jointap.Wire(far.netns, lab.end_name(far.index, new.index))
     added = jointap.Addresses(new.netns)
-    routed = jointap.Routes(far.netns)
+    routed = {node.index: jointap.Routes(node.netns) for node in lab.nodes}
     seen: dict[str, float] = {}
     try:
         boot = time.clock_gettime(time.CLOCK_BOOTTIME)
@@ -163,10 +167,18 @@ def join(lab: Lab, mesh: Mesh, marks: dict[str, float]) -> float:
     finally:
         seen |= {f"wire {k}": v for k, v in wire.close().items()}
         seen |= added.close()
-        routed.close()
-    address = mesh.address(new)
-    if address in routed.added:
-        seen["far end routes"] = routed.added[address]
+        for tap in routed.values():
+            tap.close()
+    # the pairs the join makes (netlink, as they happen): the others' routes to it, its own
+    addresses = {node.index: str(mesh.address(node)) for node in lab.nodes}
+    inbound = [routed[n.index].added.get(addresses[new.index]) for n in lab.nodes[:3]]
+    outbound = [routed[new.index].added.get(addresses[n.index]) for n in lab.nodes[:3]]
+    if (at_far := inbound[far.index - 1]) is not None:
+        seen["far end routes"] = at_far
+    if None not in inbound:
+        seen["all route to it"] = max(t for t in inbound if t is not None)
+    if None not in outbound:
+        seen["it routes to all"] = max(t for t in outbound if t is not None)
     if mesh.mode not in BABBLER_MODES:
         seen.pop("served")  # nothing to serve: babeld alone starts in the background
     marks |= {name: at - started for name, at in seen.items()}
@@ -227,9 +239,9 @@ def main() -> None:
     results: dict[str, dict[str, Any]] = {}
     breakdown: dict[str, list[dict[str, float]]] = {}
     for scenario in scenarios:
-        for mode in modes:
-            times = []
-            for n in range(runs):
+        times: dict[str, list[float]] = {mode: [] for mode in modes}
+        for n in range(runs):  # the modes in turn: a load that comes and goes hits each alike
+            for mode in modes:
                 marks: dict[str, float] = {}
                 took = run_once(
                     scenario,
@@ -239,15 +251,17 @@ def main() -> None:
                     marks,
                     args.lab_prefix,
                 )
-                times.append(took)
+                times[mode].append(took)
                 print(f"  {scenario:11} {mode:17} run {n + 1}: {took:.2f} s", flush=True)
                 if marks:
                     breakdown.setdefault(mode, []).append(marks)
                     steps = ", ".join(f"{k} {marks[k]:.3f}" for k in BREAKDOWN if k in marks)
                     print(f"    {steps}", flush=True)
-            results.setdefault(scenario, {})[mode] = {"seconds": times, **common.summary(times)}
+        for mode in modes:
+            done: dict[str, Any] = {"seconds": times[mode], **common.summary(times[mode])}
             if scenario == "join-line4":
-                results[scenario][mode]["breakdown"] = breakdown.get(mode, [])
+                done["breakdown"] = breakdown.get(mode, [])
+            results.setdefault(scenario, {})[mode] = done
     rows = [
         [s, m, r["n"], r["p50"], r["min"], r["max"]]
         for s, by_mode in results.items()
