@@ -19,15 +19,15 @@ pings (meshes.wait_reachable). Reported:
   babblerd / babeld alone and (babblerd + its babeld) / babeld alone;
 - per node per window, the change of every `info_*` counter of babblerd's `stats` (node
   info asks, answers, pushes), read at the window edges; none when babblerd has none;
-- `--profile`: py-spy (`--rate 50 --nonblocking --format raw`) on every babblerd, one per
-  pid, all started together: through the first WINDOWS x WINDOW seconds from t0, and again
-  through the steady window. Each sample is classified by its source of work
-  (bench/profile_sources.py: node info asks, answers, book; IPv4; host care; cable
-  reconciles; babeld lines; client requests; imports; the rest), per phase the share of
-  babblerd's samples per source and its approximate CPU (samples / (rate x seconds), % of
-  one core per node), and the innermost babbler functions most seen. The CPU windows are
-  measured as well, beside py-spy, which then shares the cores: take the ratios from a run
-  without `--profile`. py-spy's own CPU (what the bench reaped) is printed.
+- `--profile`: py-spy (`--rate 50 --nonblocking --format raw`) on every babblerd (or the
+  first `--profile-nodes`), one per pid, all started together: through the first WINDOWS x
+  WINDOW seconds from t0, and again through the steady window. Each sample is classified
+  by its source of work (bench/profile_sources.py: node info asks, answers, book; IPv4;
+  host care; cable reconciles; babeld lines; client requests; imports; the rest), per phase
+  the share of babblerd's samples per source and its approximate CPU (samples / (rate x
+  seconds), % of one core per node), and the innermost babbler functions most seen. The
+  CPU windows are measured as well, beside py-spy, which then shares the cores: take the
+  ratios from a run without `--profile`. py-spy's own CPU (what the bench reaped) is printed.
 
     sudo .venv/bin/python bench/first_minute.py [--sizes 12 32] [--topology ring|grid]
         [--hello 0.1] [--windows 6] [--window 10] [--steady 30] [--limit 300] [--profile]
@@ -215,7 +215,7 @@ def follow(
     """The windows from t0 and the steady one, profiled with `folder` (babbler only)."""
     pids = [p for name in ROLES for p in roles[name]]
     nodes = lab.nodes if roles["babblerd"] else []
-    spied = roles["babblerd"] if folder is not None else []
+    spied = roles["babblerd"][: args.profile_nodes] if folder is not None else []
     first = max(1, round(args.windows * args.window))
     edges = [edge(pids, nodes)]
     profiler = Profiler(spied, first, folder, "first", args.rate) if folder and spied else None
@@ -433,6 +433,10 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true", help="py-spy on every babblerd")
     parser.add_argument("--rate", type=int, default=RATE, help="py-spy samples a second")
     parser.add_argument("--profile-dir", type=Path, help="py-spy's raw files [a new temp dir]")
+    parser.add_argument(
+        "--profile-nodes", type=int, help="py-spy on this many babblerd only [all]: at 64 "
+        "nodes one py-spy each would take the cores it measures",
+    )  # fmt: skip
     parser.add_argument("--babbler-mode", default="babbler", choices=list(BABBLER_MODES))
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
