@@ -96,3 +96,59 @@ async def test_a_links_change_is_pushed_without_waiting_for_the_look(
         await trio.sleep(LOOK * 3)
         assert len(pushed) == 2  # nothing changed since
         nursery.cancel_scope.cancel()
+
+
+async def test_routes_that_keep_changing_are_read_a_gap_apart_and_a_push_is_not_delayed(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A churning mesh: routes change every 0.1 s. The service reads them at most once a
+    GAP (each read is every route), and a change of its own info is still pushed SETTLE
+    after the pass that saw it, not a GAP later (a pulled cable's news waited up to 2 s)."""
+    mine = {"name": "one", "mtu": 1500}
+    pushed: list[float] = []
+    reads: list[float] = []
+    links_changed = Signal()
+
+    def routes() -> list[dict[str, Any]]:
+        reads.append(trio.current_time())
+        return [route(TWO)]
+
+    async def asker(address: IPv6Address, _port: int) -> dict[str, Any]:
+        return {"node_id": format_node_id(TWO), "run": "ab" * 8, "serial": 1}
+
+    async def pusher(address: IPv6Address, _port: int, data: bytes, _me: IPv6Address) -> None:
+        pushed.append(trio.current_time())
+
+    service = NodeService(
+        me=lambda: ONE,
+        port=6698,
+        info=lambda: dict(mine),
+        routes=routes,
+        hub=Hub(),
+        moved=Signal(),
+        asker=asker,
+        pusher=pusher,
+        links_changed=links_changed,
+    )
+
+    async def churn() -> None:
+        while True:
+            service.routes_changed()
+            await trio.sleep(0.1)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(service._follow)
+        nursery.start_soon(churn)
+        await trio.sleep(LOOK)  # TWO asked us nothing: pushed our info once, after GRACE
+        assert len(pushed) == 1
+        reads.clear()
+        await trio.sleep(10 * GAP)
+        assert 9 <= len(reads) <= 11, reads  # not 50: one read a GAP
+        mine["mtu"] = 9000
+        changed = trio.current_time()
+        links_changed.notify()
+        with trio.fail_after(3 * GAP):
+            while len(pushed) < 2:
+                await trio.sleep(0.01)
+        assert pushed[1] - changed <= GAP + SETTLE + COALESCE, (pushed, changed)
+        nursery.cancel_scope.cancel()

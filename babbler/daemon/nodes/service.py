@@ -191,28 +191,32 @@ class NodeService:
                 for node in self.book.due(now):
                     self.book.asking(node, now)
                     asks.start_soon(self._ask, node, limiter)
+                push_at = None
                 wakes = [self.book.next_change()]
                 if self.port:  # served: we have a node address to push from
-                    wakes += self._pushes(asks, limiter, now)
+                    push_at, look_at = self._pushes(asks, limiter, now)
+                    wakes += [push_at, look_at]
                 self._publish()
                 wake = min((w for w in wakes if w is not None), default=None)
                 with trio.move_on_at(math.inf if wake is None else wake):
                     await wait_any([changed, relinked])
+                if push_at is not None and trio.current_time() >= push_at:
+                    continue  # our change, SETTLE old: pushed now, not a GAP later
                 # route changes come in bursts: gathered, and one pass a GAP at most
                 await trio.sleep_until(max(trio.current_time() + COALESCE, last + GAP))
 
     def _pushes(
         self, asks: trio.Nursery, limiter: trio.CapacityLimiter, now: float
-    ) -> list[float | None]:
-        """Push our info to every routed node that does not hold this version; when to
-        look again."""
+    ) -> tuple[float | None, float]:
+        """Push our info to every routed node that does not hold this version; when the
+        next push falls due, and when to look at our info again."""
         self._own_info()
         routed = self.book.pushers()  # an older babblerd asks by itself, refuses `push`
         self.own.forget(set(self.book.nodes))
         for node in self.own.due(routed, now):
             self.own.in_flight.add(node)
             asks.start_soon(self._push, node, limiter)
-        return [self.own.next_due(routed), now + LOOK]
+        return self.own.next_due(routed), now + LOOK
 
     async def _push(self, node: int, limiter: trio.CapacityLimiter) -> None:
         """Give one node our info; a failure is tried again later (own.RETRY)."""
