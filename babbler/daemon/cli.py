@@ -145,6 +145,7 @@ def start(config: Path | None, flags: dict[str, Any]) -> None:
     finally:
         if early is not None:
             early.stop()
+            early.withdraw()
         held.release()
 
 

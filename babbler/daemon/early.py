@@ -9,16 +9,30 @@ PR_SET_PDEATHSIG ties babeld to babblerd as for every later start). The daemon a
 process as its first session once it has its own netlink view, or stops it when that view
 disagrees: any launch but the one it would start itself (babeld/launch.py `launch_for`).
 
+The node's addresses come with it (the node address on loopback, a link address on that
+link, as the daemon's first pass would add them): babeld announces them at once, and a node
+joining a mesh is reachable when its neighbour is up, not 0.2-0.3 s later when the daemon has
+its netlink view (docs/benchmarks.md "Join"). The daemon's book adopts them; they are removed
+on the way out as every address of the node's is (`Early.withdraw` for a start that ends
+before the daemon runs).
+
 Only on Linux, in `always` mode, and only after a clean stop: leftovers of a babeld that died
 with its babblerd (a pid file, stale `proto babel` routes) are the normal start's to clear.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import socket
+import struct
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from ipaddress import IPv6Address
 
+from babbler.core.addressing import interface_address, node_address
+from babbler.core.addrplan import random_free_index
 from babbler.core.config import Config
 from babbler.core.errors import EnvironmentProblem
 from babbler.core.links import Selector, usable_names
@@ -39,6 +53,7 @@ class Early:
     popen: subprocess.Popen[bytes]
     spawned_at: float  # time.monotonic()
     adopted: bool = False  # the daemon's session owns the process now
+    addresses: list[tuple[str, IPv6Address]] = field(default_factory=list)  # added here
 
     def stop(self) -> None:
         """Not adopted: end it (the daemon starts its own). Idempotent."""
@@ -50,6 +65,14 @@ class Early:
             self.popen.wait()
         if self.popen.stdout is not None:
             self.popen.stdout.close()
+
+    def withdraw(self) -> None:
+        """babblerd is leaving: remove the addresses added here (the daemon, if it ran,
+        removed them already). Idempotent; what is gone is gone."""
+        for name, address in self.addresses:
+            with contextlib.suppress(OSError):
+                change_address(RTM_DELADDR, name, address, deprecated=False)
+        self.addresses.clear()
 
 
 def why_not(config: Config) -> str | None:
@@ -82,7 +105,56 @@ def start(config: Config, node: NodeId, key: MeshKey | None) -> tuple[Early | No
         router_id = routerids.take(config.state_dir)
         launch = launch_for(config, key, ipv4, node.value, router_id, first, links[first])
         write_private(launch.files.config, launch.config_text())
+        added = add_addresses(node.value, first)
         popen = spawn(launch.args(), tied=launch.tied)
     except (OSError, EnvironmentProblem) as error:
         return None, f"cannot: {error}"
-    return Early(launch, popen, time.monotonic()), f"on {first}"
+    return Early(launch, popen, time.monotonic(), addresses=added), f"on {first}"
+
+
+def add_addresses(node_id: int, first: str) -> list[tuple[str, IPv6Address]]:
+    """The node address on loopback and a link address (a random number, as the daemon's
+    book picks one) on `first`, before babeld starts: what was added. One that fails is
+    left to the daemon's first pass."""
+    wanted = [
+        (LOOPBACK_NAME, node_address(node_id), False),
+        (first, interface_address(node_id, random_free_index(set())), True),
+    ]
+    added = []
+    for name, address, deprecated in wanted:
+        try:
+            change_address(RTM_NEWADDR, name, address, deprecated)
+        except OSError:
+            continue
+        added.append((name, address))
+    return added
+
+
+LOOPBACK_NAME = "lo"
+RTM_NEWADDR, RTM_DELADDR = 20, 21
+NLM_F_REQUEST, NLM_F_ACK, NLM_F_REPLACE, NLM_F_CREATE = 0x1, 0x4, 0x100, 0x400
+IFA_ADDRESS, IFA_CACHEINFO, IFA_FLAGS, IFA_F_NODAD = 1, 6, 8, 0x02
+FOREVER = 0xFFFFFFFF
+
+
+def change_address(kind: int, name: str, address: IPv6Address, deprecated: bool) -> None:
+    """Add (or replace) or remove one IPv6 /128 over netlink, as links/linux.py does with
+    pyroute2 (no duplicate address detection; `deprecated`: valid for ever, preferred
+    never). Raises OSError."""
+    attrs = struct.pack("=HH16s", 20, IFA_ADDRESS, address.packed)
+    if kind == RTM_NEWADDR:
+        attrs += struct.pack("=HHI", 8, IFA_FLAGS, IFA_F_NODAD)
+        if deprecated:
+            attrs += struct.pack("=HHIIII", 20, IFA_CACHEINFO, 0, FOREVER, 0, 0)
+    index = socket.if_nametoindex(name)
+    body = struct.pack("=BBBBI", socket.AF_INET6, 128, 0, 0, index) + attrs
+    flags = NLM_F_REQUEST | NLM_F_ACK
+    if kind == RTM_NEWADDR:
+        flags |= NLM_F_CREATE | NLM_F_REPLACE
+    header = struct.pack("=IHHII", 16 + len(body), kind, flags, 1, 0)
+    with socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE) as sock:
+        sock.send(header + body)
+        reply = sock.recv(4096)
+    error = -struct.unpack_from("=i", reply, 16)[0] if len(reply) >= 20 else 0
+    if error:
+        raise OSError(error, f"{os.strerror(error)}: {address} on {name}")

@@ -252,6 +252,9 @@ class Daemon:
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(reconcile.retry)
+                # Wanted from the start (`always`): the first pass adds the addresses (and
+                # keeps those the early start added) instead of removing them as idle.
+                reconcile.active = self.demand.wanted()
                 await reconcile.refresh()
                 nursery.start_soon(reconcile.follow_kernel)
                 nursery.start_soon(reconcile.follow_cables)
