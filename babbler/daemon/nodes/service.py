@@ -41,9 +41,11 @@ COALESCE = 0.2
 # And at most one pass this often while changes keep coming. Each pass reads every route
 # (N of them per node), builds this node's info and looks for asks and pushes: on a 64-ring
 # churning on 2 cores, routes changed every pass and those reads at 5 a second were a fifth
-# of babblerd's time, which kept the machine saturated (docs/benchmarks.md "The first
-# minute"). The first change after a quiet second is still read COALESCE after it. Seconds.
-GAP = 1.0
+# of babblerd's time (docs/benchmarks.md "The first minute"). The first change after a
+# quiet GAP is still read COALESCE after it. At 1 s a pulled cable's news reached the
+# graph of a 5-ring's other nodes up to 2.4 s after babeld's route moved (bench/
+# after_pull.py; 0.7 s without a gap): half of that keeps both. Seconds.
+GAP = 0.5
 # How often this node looks at its own info for a change that neither a route nor the
 # reconcile's `links_changed` (cable addresses, MTUs, a reload) announces: RDMA readiness,
 # which changes with a reboot. Every 2 s was a quarter of a quiet node's CPU (one build of
