@@ -86,6 +86,12 @@ def test_a_route_back_within_a_flap_costs_one_push_not_an_ask() -> None:
     book.update_routes([], now=20.0)
     book.update_routes([_route(B)], now=20.0 + FLAP)  # gone FLAP: asked
     assert book.due(20.0 + FLAP) == [B]
+    book.asking(B, 30.0)
+    assert book.answered(B, _versioned(B, "b" * 16, 2, "bee"), now=30.1)
+    book.update_routes([], now=40.0)  # gone, and its push comes meanwhile: refused...
+    assert not book.pushed(B, _versioned(B, "b" * 16, 3, "new mtu"), now=40.5)
+    book.update_routes([_route(B)], now=41.0)  # ...so back within FLAP, it is asked
+    assert book.due(41.0) == [B]
 
     # B's side: its push to A failed while the route went; A's route came back: pushed now
     own = OwnInfo()

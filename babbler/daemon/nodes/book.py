@@ -80,6 +80,7 @@ class Known:
     doubted_at: float | None = None  # when its info was last found to disagree with another's
     doubts: int = 0  # answers in a row that disagreed (the back-off of asking again)
     routed_at: float = 0.0  # when its route last appeared
+    missed: bool = False  # it pushed while not routed here (refused): ask when routed again
 
 
 def routed(routes: list[dict[str, Any]]) -> dict[int, tuple[dict[str, Any], frozenset[str]]]:
@@ -195,10 +196,12 @@ class NodeBook:
     @staticmethod
     def _pushes_back(known: Known, now: float) -> bool:
         """A node back within FLAP whose last ask went well and whose info has a version:
-        it pushes what changed while its route was gone."""
+        it pushes what changed while its route was gone. Not one whose push came while it
+        was gone: refused here, yet taken as held by the pusher (a cable's MTU raised makes
+        babeld drop and meet the neighbour again, and the push of the new MTU came then)."""
         gone = known.lost_at
         fine = known.error is None and known.fetched_at is not None and _pushes(known.info)
-        return fine and gone is not None and now - gone < FLAP
+        return fine and not known.missed and gone is not None and now - gone < FLAP
 
     def expire(self, now: float) -> None:
         """Forget the nodes whose route has been gone FORGET seconds."""
@@ -285,6 +288,8 @@ class NodeBook:
         """Info the node pushed; whether it was taken: only from a routed node (one not
         routed yet is asked when its route appears), and never older than what is held."""
         known = self.nodes.get(node)
+        if known is not None and known.route is None:
+            known.missed = True  # what it said is asked for when its route is back
         if known is None or known.route is None or not _pushes(info):
             return False
         return self._take(known, info, now)
@@ -293,7 +298,7 @@ class NodeBook:
         if _older(info, known.info):
             known.error = None
             return False
-        known.info, known.fetched_at, known.error = info, now, None
+        known.info, known.fetched_at, known.error, known.missed = info, now, None, False
         self._doubt(now)
         return True
 
