@@ -4,6 +4,7 @@ although nothing else would wake the service."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from ipaddress import IPv6Address
 from typing import Any
 
@@ -57,6 +58,34 @@ async def test_a_route_that_appears_is_asked_at_once(
         nursery.cancel_scope.cancel()
 
 
+def pushing_service(
+    mine: dict[str, Any],
+    routes: Callable[[], list[dict[str, Any]]],
+    pushed: list[float],
+    links_changed: Signal,
+) -> NodeService:
+    """A served node ONE whose info is `mine`, with TWO routed: TWO answers with a version,
+    and each push of ours to it is noted in `pushed` (its time)."""
+
+    async def asker(address: IPv6Address, _port: int) -> dict[str, Any]:
+        return {"node_id": format_node_id(TWO), "run": "ab" * 8, "serial": 1}
+
+    async def pusher(address: IPv6Address, _port: int, data: bytes, _me: IPv6Address) -> None:
+        pushed.append(trio.current_time())
+
+    return NodeService(
+        me=lambda: ONE,
+        port=6698,
+        info=lambda: dict(mine),
+        routes=routes,
+        hub=Hub(),
+        moved=Signal(),
+        asker=asker,
+        pusher=pusher,
+        links_changed=links_changed,
+    )
+
+
 async def test_a_links_change_is_pushed_without_waiting_for_the_look(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
@@ -66,24 +95,7 @@ async def test_a_links_change_is_pushed_without_waiting_for_the_look(
     mine = {"name": "one", "mtu": 1500}
     pushed: list[float] = []
     links_changed = Signal()
-
-    async def asker(address: IPv6Address, _port: int) -> dict[str, Any]:
-        return {"node_id": format_node_id(TWO), "run": "ab" * 8, "serial": 1}
-
-    async def pusher(address: IPv6Address, _port: int, data: bytes, _me: IPv6Address) -> None:
-        pushed.append(trio.current_time())
-
-    service = NodeService(
-        me=lambda: ONE,
-        port=6698,
-        info=lambda: dict(mine),
-        routes=lambda: [route(TWO)],
-        hub=Hub(),
-        moved=Signal(),
-        asker=asker,
-        pusher=pusher,
-        links_changed=links_changed,
-    )
+    service = pushing_service(mine, lambda: [route(TWO)], pushed, links_changed)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(service._follow)
         await trio.sleep(LOOK * 3)  # TWO asked us nothing: pushed our info once, after GRACE
@@ -113,23 +125,7 @@ async def test_routes_that_keep_changing_are_read_a_gap_apart_and_a_push_is_not_
         reads.append(trio.current_time())
         return [route(TWO)]
 
-    async def asker(address: IPv6Address, _port: int) -> dict[str, Any]:
-        return {"node_id": format_node_id(TWO), "run": "ab" * 8, "serial": 1}
-
-    async def pusher(address: IPv6Address, _port: int, data: bytes, _me: IPv6Address) -> None:
-        pushed.append(trio.current_time())
-
-    service = NodeService(
-        me=lambda: ONE,
-        port=6698,
-        info=lambda: dict(mine),
-        routes=routes,
-        hub=Hub(),
-        moved=Signal(),
-        asker=asker,
-        pusher=pusher,
-        links_changed=links_changed,
-    )
+    service = pushing_service(mine, routes, pushed, links_changed)
 
     async def churn() -> None:
         while True:

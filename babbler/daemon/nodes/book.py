@@ -197,8 +197,7 @@ class NodeBook:
     def _pushes_back(known: Known, now: float) -> bool:
         """A node back within FLAP whose last ask went well and whose info has a version:
         it pushes what changed while its route was gone. Not one whose push came while it
-        was gone: refused here, yet taken as held by the pusher (a cable's MTU raised makes
-        babeld drop and meet the neighbour again, and the push of the new MTU came then)."""
+        was gone: refused here, yet counted as delivered by the pusher (the reply is `ok`)."""
         gone = known.lost_at
         fine = known.error is None and known.fetched_at is not None and _pushes(known.info)
         return fine and not known.missed and gone is not None and now - gone < FLAP

@@ -16,7 +16,6 @@ loss: nodes/book.py FLAP).
 from __future__ import annotations
 
 import json
-import math
 import secrets
 from dataclasses import dataclass, field
 from typing import Any
@@ -76,8 +75,9 @@ class OwnInfo:
         at = self.changed_at + SETTLE
         if node not in self.holds:
             at = max(at, routed_since + GRACE)
-        if self.failed_at.get(node, -math.inf) >= routed_since:  # not since its route came back
-            at = max(at, self.failed_at[node] + RETRY)
+        failed = self.failed_at.get(node)
+        if failed is not None and failed >= routed_since:  # not since its route came back
+            at = max(at, failed + RETRY)
         return at
 
     def due(self, routed: dict[int, float], now: float) -> list[int]:
