@@ -132,7 +132,7 @@ async def reconciles(kernel: FakeKernel, count: int = RECONCILES) -> None:
     by a kernel event (as a link change would) and begins with a read of the links."""
 
     def read_since(before: int) -> bool:
-        kernel.changed.notify()  # lost while a pass runs: notified again each poll
+        kernel.notify()  # as a link event would; polled again until a pass reads
         return kernel.reads["read_links"] > before
 
     for _ in range(count):

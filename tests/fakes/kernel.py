@@ -29,6 +29,8 @@ class FakeKernel:
     def __init__(self, *links: Link) -> None:
         self.links = {link.name: link for link in links}
         self.changed = Signal()
+        self._changes = 0  # notifies so far, and how many `wait_for_change` has passed on:
+        self._passed_on = 0  # a change while the daemon's pass runs is kept, as netlink's are
         self.route_flushes = 0
         self.routes_v4: list[HostRoute] = []  # the host's own IPv4 routes, as a test sets them
         self.rules: set[Rule] = set()
@@ -72,13 +74,18 @@ class FakeKernel:
                 self.hanging -= 1
         return True
 
+    def notify(self) -> None:
+        """Something changed: the daemon's next `wait_for_change` returns at once."""
+        self._changes += 1
+        self.changed.notify()
+
     def set_link(self, link: Link) -> None:
         self.links[link.name] = link
-        self.changed.notify()
+        self.notify()
 
     def remove_link(self, name: str) -> None:
         del self.links[name]
-        self.changed.notify()
+        self.notify()
 
     def addresses(self, name: str) -> set[str]:
         return {str(a) for a in self.links[name].addresses}
@@ -89,7 +96,10 @@ class FakeKernel:
         return dict(self.links)
 
     async def wait_for_change(self) -> None:
-        await self.changed.event().wait()
+        """Like a netlink socket's queue, a change made while nobody waited is not lost."""
+        while self._passed_on == self._changes:
+            await self.changed.event().wait()
+        self._passed_on = self._changes
 
     def _edit(self, change: AddressChange, add: bool) -> None:
         link = self.links.get(change.interface)
@@ -109,7 +119,7 @@ class FakeKernel:
             self.links[link.name] = replace(
                 link, addresses=frozenset(addresses), deprecated=frozenset(deprecated)
             )
-        self.changed.notify()
+        self.notify()
 
     async def far_link_locals(self, link: Link) -> tuple[IPv6Address | None, set[IPv6Address]]:
         """The far ends a test put on the link (`far`), after `far_delay` (the echo's round
