@@ -193,36 +193,60 @@ def _ll_fix(facts: Facts, link: LinkFacts) -> str:
     )
 
 
+# A cable whose two ends differ while babblerd fits them: each end sets the smaller of the
+# two offers as soon as it reads the other's (core/mtu.py), and pushes its info when it has.
+# So for a second or two after a cable comes (the far end reads our offer from babeld's next
+# dump, sets, its push waits nodes/own.py SETTLE and a pass) one end is ahead. An info of
+# the far end younger than this, with one end at the size both offer, is that moment and
+# not a fault: a far end that really refused the size says it no more after this. Seconds.
+FITTING = 10.0
+
+
 def mtu(facts: Facts) -> Iterable[Check]:
     """Both ends of each cable at the same MTU (a mismatch drops large frames silently)."""
     s = facts.status
     if s is None:
         return
     graph = CableGraph.from_status(s.raw)
-    mine = {i.name: i.mtu for i in s.interfaces}
-    theirs = {n.node_id: {link.name: link.mtu for link in n.links} for n in s.nodes}
-    differ, same = [], 0
+    mine = {i.name: (i.mtu, i.max_mtu) for i in s.interfaces}
+    nodes = {n.node_id: n for n in s.nodes}
+    differ, fitting, same = [], [], 0
     for pair, cables in sorted(graph.cables.items(), key=lambda kv: sorted(kv[0])):
         if s.node_id not in pair:
             continue
         for cable in cables:
             near, far = cable.end_on(s.node_id), cable.end_facing(s.node_id)
-            here, there = mine.get(near.interface), theirs.get(far.node_id, {}).get(far.interface)
+            node = nodes.get(far.node_id)
+            theirs = {link.name: link for link in node.links} if node else {}
+            here, offer = mine.get(near.interface, (None, None))
+            link = theirs.get(far.interface)
+            there = link.mtu if link else None
             if here is None or there is None:
                 continue
             if here == there:
                 same += 1
+                continue
+            far_name = graph.label(far.node_id)
+            said = f"{near.interface} {here} against {far_name}'s {far.interface} {there}"
+            agreed = min(offer, link.max_mtu) if offer and link and link.max_mtu else None
+            age = node.info_age_s if node else None
+            if agreed in (here, there) and age is not None and age < FITTING:
+                fitting.append(f"{said} as of {age:g} s ago, both to {agreed}")
             else:
-                far_name = graph.label(far.node_id)
-                differ.append(
-                    f"{near.interface} {here} against {far_name}'s {far.interface} {there}"
-                )
+                differ.append(said)
     if differ:
         yield Check(
             "mtu",
             FAIL,
             "the two ends of a cable differ: " + "; ".join(differ) + " (large frames are lost)",
             "give both ends the same MTU: sudo ip link set LINK mtu N (the smaller of the two)",
+        )
+    elif fitting:
+        yield Check(
+            "mtu",
+            WARN,
+            "babblerd is fitting a cable's two ends: " + "; ".join(fitting),
+            "run the doctor again in a few seconds",
         )
     elif same:
         yield Check("mtu", OK, f"both ends of {_plural(same, 'cable')} at the same MTU")

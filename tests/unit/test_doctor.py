@@ -17,6 +17,7 @@ from babbler.core import darwin_output as darwin
 from babbler.ctl import doctor as gathering
 from babbler.ui.doctor import (
     FAIL,
+    FITTING,
     OK,
     WARN,
     Check,
@@ -261,11 +262,12 @@ def test_the_screen_form_is_one_line_per_check_with_what_to_do() -> None:
     assert all(" -> " not in x for x in lines if x.startswith("ok"))
 
 
-def cabled(far_mtu: int | None) -> Status:
-    """This node's tb1 cabled to n2's tb3 (each end names the other's address)."""
+def cabled(far_mtu: int | None, far_offer: int | None = None, age: float = 30.0) -> Status:
+    """This node's tb1 cabled to n2's tb3 (each end names the other's address); n2's info
+    `age` seconds old."""
     return typed(
         {
-            "interfaces": [{"name": "tb1", "mtu": 65520}],
+            "interfaces": [{"name": "tb1", "mtu": 65520, "max_mtu": 65520}],
             "neighbours": [{"interface": "tb1"}],
             "addresses_v4": [{"interface": "tb1", "address": "10.77.200.0", "peer": "10.77.200.1"}],
             "nodes": [
@@ -273,7 +275,8 @@ def cabled(far_mtu: int | None) -> Status:
                     "cables": [
                         {"interface": "tb3", "address": "10.77.200.1", "peer": "10.77.200.0"}
                     ],
-                    "links": [{"name": "tb3", "mtu": far_mtu}],
+                    "links": [{"name": "tb3", "mtu": far_mtu, "max_mtu": far_offer}],
+                    "info_age_s": age,
                 }
             ],
         }
@@ -286,3 +289,16 @@ def test_the_two_ends_of_a_cable_at_different_mtus_fail() -> None:
     assert "mtu N" in mtu.do
     assert by_name(host(status=cabled(65520)))["mtu"].saw == "both ends of 1 cable at the same MTU"
     assert "mtu" not in by_name(host(status=cabled(None)))  # a far end that does not say
+
+
+def test_a_cable_babblerd_is_fitting_is_a_warning_for_a_few_seconds() -> None:
+    """Right after a cable comes one end has the size both offer and the far end's news of
+    its own is not here yet: said as such, not as a fault; the same long after is one."""
+    fitting = by_name(host(status=cabled(1500, far_offer=65520, age=1.2)))["mtu"]
+    assert fitting.status == WARN, fitting
+    assert "tb1 65520 against n2's tb3 1500 as of 1.2 s ago, both to 65520" in fitting.saw
+    assert "again" in fitting.do
+    assert by_name(host(status=cabled(1500, far_offer=65520, age=FITTING)))["mtu"].status == FAIL
+    # the far end offers less than it runs at, or nothing: no size both take, a fault at once
+    assert by_name(host(status=cabled(9000, far_offer=1500, age=1.2)))["mtu"].status == FAIL
+    assert by_name(host(status=cabled(1500, far_offer=None, age=1.2)))["mtu"].status == FAIL
