@@ -8,12 +8,20 @@ import functools
 import inspect
 import os
 import shutil
+import signal
 import subprocess
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
 import trio
+
+# Tests press Ctrl-C on the programs they start (SIGINT: the example watcher, macos-check).
+# A suite started in the background by a non-interactive shell (`cmd &`) has SIGINT ignored,
+# and an ignored signal stays ignored in every child: they would never see it. Handled here,
+# it is the default again in each child (exec resets a handled signal, not an ignored one).
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # A test bound: longer than any test takes here (the slowest, the bench's, ~90 s), far shorter
 # than CI's budget. `@pytest.mark.timeout(SECONDS)` sets another for one test.

@@ -148,5 +148,10 @@ def test_the_asyncio_example_prints_nodes_as_they_come_and_go(make_lab: LabFacto
     finally:
         watchdog.cancel()
         example.send_signal(signal.SIGINT)
-        _, err = example.communicate(timeout=WAIT)
+        try:
+            _, err = example.communicate(timeout=WAIT)
+        finally:  # one that ignored Ctrl-C would watch the next lab of this name
+            if example.poll() is None:
+                example.kill()
+                example.communicate()
     assert example.returncode == 0 and err == "", err
