@@ -60,13 +60,13 @@ from babbler.core.links import AddressChange, Link
 from babbler.core.platform import NODE_ADDRESS_LABEL, cable_address_label
 from babbler.daemon import farprobe
 from babbler.daemon.links.events import EventSocket
+from babbler.daemon.links.nlfilter import Keep, host_route, kept
 from babbler.daemon.sysctls import ProcSys, Settings
 from babbler.host.sysfs import IFF_UP, device_facts, settled
 
 IFA_F_NODAD = 0x02
 IFA_F_DEPRECATED = 0x20
 FOREVER = 0xFFFFFFFF  # an address lifetime without end
-RTN_LOCAL, RTN_BROADCAST = 2, 3
 RTPROT_BABEL = PROTOCOL  # babeld's routes, and the rules babblerd adds for them
 FIB_RULE_INVERT = 0x2
 ACTIONS = {
@@ -124,16 +124,19 @@ class LinuxKernel:
         self.events.close()
         self._requests.close()
 
-    async def _request(self, msg: Any, kind: int, flags: int) -> list[Any]:
-        """Send one request and collect its answer until DONE or the ACK/error. Raises
-        KernelError: the kernel's error, or the socket's (the answer of a request cut short
-        is skipped by the next: its sequence number is not the one asked)."""
+    async def _request(
+        self, msg: Any, kind: int, flags: int, keep: Keep | None = None
+    ) -> list[Any]:
+        """Send one request and collect its answer until DONE or the ACK/error; `keep`:
+        which messages of the answer to parse at all (nlfilter.py). Raises KernelError: the
+        kernel's error, or the socket's (the answer of a request cut short is skipped by the
+        next: its sequence number is not the one asked)."""
         try:
-            return await self._exchange(msg, kind, flags)
+            return await self._exchange(msg, kind, flags, keep)
         except OSError as error:
             raise KernelError(error.strerror or str(error), error.errno or errno.EIO) from None
 
-    async def _exchange(self, msg: Any, kind: int, flags: int) -> list[Any]:
+    async def _exchange(self, msg: Any, kind: int, flags: int, keep: Keep | None) -> list[Any]:
         async with self._lock:
             self._seq += 1
             msg["header"]["type"] = kind
@@ -145,7 +148,7 @@ class LinuxKernel:
             replies: list[Any] = []
             while True:
                 data = await self._requests.recv(RECV_BUFFER)
-                for reply in marshal.parse(data):
+                for reply in marshal.parse(data if keep is None else kept(data, keep)):
                     if reply["header"]["sequence_number"] != self._seq:
                         continue
                     kind_ = reply["header"]["type"]
@@ -272,20 +275,19 @@ class LinuxKernel:
             await self._delete_route(route)
         return len(routes)
 
-    async def _routes(self, family: int = socket.AF_UNSPEC) -> list[Any]:
-        """Every route of every table (both families unless one is asked for)."""
+    async def _routes(self, family: int = socket.AF_UNSPEC, keep: Keep | None = None) -> list[Any]:
+        """Every route of every table (both families unless one is asked for), those `keep`
+        wants."""
         query = rtmsg()
         query["family"] = family
-        return await self._request(query, RTM_GETROUTE, NLM_F_REQUEST | NLM_F_DUMP)
+        return await self._request(query, RTM_GETROUTE, NLM_F_REQUEST | NLM_F_DUMP, keep)
 
     async def read_routes_v4(self) -> list[HostRoute]:
         """The host's IPv4 routes, every table, as the clash check reads them (babeld's and
         the kernel's local-table entries for local addresses left out: addresses are
         checked as addresses)."""
         out = []
-        for route in await self._routes(socket.AF_INET):
-            if route["proto"] == RTPROT_BABEL or route["type"] in (RTN_LOCAL, RTN_BROADCAST):
-                continue
+        for route in await self._routes(socket.AF_INET, host_route):
             dst = route.get_attr("RTA_DST") or "0.0.0.0"
             network = IPv4Network(f"{dst}/{route['dst_len']}", strict=False)
             table = route.get_attr("RTA_TABLE") or route["table"]
