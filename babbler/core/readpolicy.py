@@ -6,7 +6,8 @@ babeld notifies every route it holds about once per hello; writing that stream c
 So while no `monitor` or `watch` client has been connected for `grace` seconds, babeld is
 told `unmonitor` and the table is read with a dump every `dump_interval` seconds instead,
 only where that is cheaper: hello intervals up to a quarter of the dump interval (babeld
-sends an update every 4 hellos). The first watcher brings `monitor` back.
+sends an update every 4 hellos). The first watcher brings `monitor` back. How far apart
+the dumps are (a second, or seldom while no route moves) is the supervisor's (mesh.py).
 """
 
 from __future__ import annotations

@@ -218,6 +218,7 @@ class Daemon:
     async def _run_with_mesh(self, nursery: trio.Nursery) -> None:
         """What runs while the mesh does (demand.run_mesh cancels it when released)."""
         nursery.start_soon(self.mesh.run_while_active)
+        nursery.start_soon(self.mesh.follow_routes)
         await nursery.start(self.nodes.run)
         nursery.start_soon(responder.while_mesh_runs, self.responder)
         nursery.start_soon(say_lonely_links, self.cables)

@@ -55,6 +55,14 @@ class MeshTunables:
     # While nobody watches, the table is dumped this often: a route once a second instead of
     # 9.4 times at hello 0.1 s (core/readpolicy.py says when that pays).
     dump_interval: float = 1.0
+    # And where the kernel says when babeld's routes change (Kernel.routes_trigger), only
+    # this often once none has changed for `quiet_after` seconds (nor a link, nor a
+    # watcher): a route that comes, goes or moves stirs it back to `dump_interval` at once.
+    # The dumps were most of a quiet node's babblerd and a part of its babeld at 16 to 64
+    # nodes (docs/benchmarks.md "The first minute"); what waits for them while quiet is
+    # what moves no route (a metric, a neighbour's rtt). Seconds.
+    quiet_interval: float = 5.0
+    quiet_after: float = 5.0
     deadlines: Deadlines = field(default_factory=Deadlines)  # greeting, requests, stop
 
 
@@ -99,6 +107,9 @@ class Mesh:
         self._unwatched_since = -math.inf  # trio time the last watcher left
         self._watch_changed = Signal()
         self.monitoring = False  # babeld streams its changes (else: a dump every second)
+        self._stirred = Signal()  # babeld's routes changed in the kernel
+        self._stirred_at = -math.inf  # trio time of the last stir (routes, links, watchers)
+        self._dumped_at = -math.inf  # trio time of the last dump
 
     @property
     def my_id(self) -> str | None:
@@ -258,14 +269,34 @@ class Mesh:
             self._running_since = trio.current_time()
         self._set_state(RUNNING)
         self.host.report(MESH_CHANGED)
-        next_dump = 0.0
+        next_dump, self._stirred_at = 0.0, trio.current_time()  # a new babeld: busy at first
         while True:
             links = self.host.links_changed.event()
             watchers = self._watch_changed.event()
+            stirred = self._stirred.event()
             await self._sync_interfaces(control)
             next_dump, wait = await self._read_table(control, next_dump)
             with trio.move_on_after(wait):
-                await wait_any((links, watchers))
+                await wait_any((links, watchers, stirred))
+            if links.is_set() or watchers.is_set() or stirred.is_set():
+                self._stirred_at = trio.current_time()  # dumps a second again
+                next_dump = min(next_dump, self._dumped_at + self.tunables.dump_interval)
+
+    async def follow_routes(self) -> None:
+        """While the mesh runs (beside `run_while_active`): babeld's routes changed in the
+        kernel, so stir the table's reading, at most once a `dump_interval` (a churn's
+        events pile up meanwhile, read at once after)."""
+        while True:
+            await self.host.kernel.wait_for_route_change()
+            self._stirred.notify()
+            await trio.sleep(self.tunables.dump_interval)
+
+    def _dump_interval(self) -> float:
+        """Seconds to the next dump: `quiet_interval` once nothing stirred for `quiet_after`
+        where the kernel says when babeld's routes change; else `dump_interval`."""
+        tunables, now = self.tunables, trio.current_time()
+        quiet = self.host.kernel.routes_trigger and now - self._stirred_at >= tunables.quiet_after
+        return tunables.quiet_interval if quiet else tunables.dump_interval
 
     async def _read_table(self, control: BabeldControl, next_dump: float) -> tuple[float, float]:
         """Do what core/readpolicy.py says until it says wait. Returns when the next dump is
@@ -298,7 +329,8 @@ class Mesh:
                 )
             else:
                 await control.read_table("dump")
-                next_dump = trio.current_time() + tunables.dump_interval
+                self._dumped_at = trio.current_time()
+                next_dump = self._dumped_at + self._dump_interval()
 
     async def _sync_interfaces(self, control: BabeldControl) -> None:
         """Tell babeld about new usable links, forget gone ones, and re-tell a link whose

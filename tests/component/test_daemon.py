@@ -608,6 +608,30 @@ async def test_unwatched_babeld_is_dumped_not_monitored_and_a_gone_route_goes() 
         assert line is not None and line.startswith("add interface v1x3"), line
 
 
+async def test_unwatched_dumps_slow_while_no_route_moves_and_one_that_moves_is_read_soon() -> None:
+    """Where the kernel says when babeld's routes change: with nobody watching and no route
+    moving, babeld's table is dumped every `quiet_interval`, not every `dump_interval`; a
+    route moving in the kernel brings a dump long before the quiet one is due."""
+    tunables = mesh_numbers(
+        unwatched_grace=0.3, dump_interval=0.4, quiet_interval=60.0, quiet_after=1.0
+    )
+    kernel = FakeKernel(veth("v1x2", 2))
+    kernel.routes_trigger = True
+    async with running(kernel, tunables=tunables, mode="always") as (daemon, fake):
+
+        def dumps() -> int:
+            return fake.requests().count("dump")
+
+        await eventually(lambda: dumps() >= 1, what="dumps")
+        await trio.sleep(3.0)  # quiet_after passed: the next dump is a minute away
+        quiet = dumps()
+        await trio.sleep(3.0)  # a dump every 0.4 s would be 7 more
+        assert dumps() == quiet
+        kernel.route_changed()  # babeld installed, removed or moved a route
+        await eventually(lambda: dumps() > quiet, 10.0, "a dump after the route moved")
+        assert daemon.mesh.state == "running"
+
+
 async def test_a_babeld_started_while_nobody_watches_is_not_monitored_for_a_grace() -> None:
     """The grace before `unmonitor` is for a watcher that just left (it may come back), not
     for a babeld just started: with nobody ever watching, its `monitor` stream (babeld

@@ -31,6 +31,8 @@ class FakeKernel:
         self.changed = Signal()
         self._changes = 0  # notifies so far, and how many `wait_for_change` has passed on:
         self._passed_on = 0  # a change while the daemon's pass runs is kept, as netlink's are
+        self.routes = Signal()  # babeld's routes changed (`route_changed`)
+        self._route_changes = self._route_passed = 0
         self.route_flushes = 0
         self.routes_v4: list[HostRoute] = []  # the host's own IPv4 routes, as a test sets them
         self.rules: set[Rule] = set()
@@ -94,6 +96,19 @@ class FakeKernel:
         if await self._fault("read_links"):
             return {f"x{name}": replace(link, index=0) for name, link in self.links.items()}
         return dict(self.links)
+
+    routes_trigger = False  # a test sets True, and `route_changed()` plays babeld's route events
+
+    def route_changed(self) -> None:
+        self._route_changes += 1
+        self.routes.notify()
+
+    async def wait_for_route_change(self) -> None:
+        if not self.routes_trigger:
+            await trio.sleep_forever()
+        while self._route_passed == self._route_changes:
+            await self.routes.event().wait()
+        self._route_passed = self._route_changes
 
     async def wait_for_change(self) -> None:
         """Like a netlink socket's queue, a change made while nobody waited is not lost."""

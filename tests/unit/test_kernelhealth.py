@@ -89,3 +89,22 @@ async def test_failing_change_events_become_a_reread_every_two_seconds(
     for _ in range(3):
         await guarded.wait_for_change()  # returns: a trigger, never an end of the daemon
     assert trio.current_time() - start == pytest.approx(3 * EVENTS_FALLBACK)
+
+
+class RouteDeafKernel(FakeKernel):
+    """Its route events fail."""
+
+    routes_trigger = True
+
+    async def wait_for_route_change(self) -> None:
+        raise OSError(errno.EBADF, "Bad file descriptor")
+
+
+async def test_failing_route_events_say_so_and_leave_the_table_dumped_every_second() -> None:
+    """A route socket that fails is no end of the daemon: it waits for ever, and says it no
+    longer triggers, so the mesh keeps dumping babeld's table every dump_interval."""
+    guarded = Guarded(RouteDeafKernel())
+    assert guarded.routes_trigger
+    with trio.move_on_after(0.5) as waited:
+        await guarded.wait_for_route_change()
+    assert waited.cancelled_caught and not guarded.routes_trigger

@@ -49,6 +49,14 @@ class Kernel(Protocol):
     async def wait_for_change(self) -> None:
         """Return once something may have changed (a trigger, not the truth)."""
 
+    # Whether `wait_for_route_change` says when babeld's routes change (Linux: netlink's
+    # route groups). Where it does not, babeld's table is dumped every second (mesh.py).
+    routes_trigger: bool
+
+    async def wait_for_route_change(self) -> None:
+        """Return once a route of babeld's may have come, gone or moved in the kernel (a
+        trigger, as `wait_for_change`); never where `routes_trigger` is False."""
+
     async def add_address(self, change: AddressChange) -> None:
         """Add (or replace) an address: IPv6 without duplicate address detection, perhaps
         not preferred as a source; IPv4 with its prefix length. Raises KernelError."""
@@ -111,6 +119,7 @@ class Guarded:
     def __init__(self, kernel: Kernel, deadline: float = KERNEL_DEADLINE) -> None:
         self._kernel = kernel
         self.settings = kernel.settings
+        self.routes_trigger = kernel.routes_trigger  # False once its events fail
         self.deadline = deadline
         self._events_failed = False
 
@@ -144,6 +153,16 @@ class Guarded:
                 log.warning("link events fail; re-reading every link instead", error=str(error))
             self._events_failed = True
             await trio.sleep(EVENTS_FALLBACK)
+
+    async def wait_for_route_change(self) -> None:
+        if not self.routes_trigger:
+            await trio.sleep_forever()
+        try:
+            await self._kernel.wait_for_route_change()
+        except (OSError, KernelError) as error:
+            log.warning("route events fail; babeld's table read every second", error=str(error))
+            self.routes_trigger = False
+            await trio.sleep_forever()
 
     async def add_address(self, change: AddressChange) -> None:
         await self._bounded(lambda: self._kernel.add_address(change))

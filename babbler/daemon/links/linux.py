@@ -61,6 +61,7 @@ from babbler.core.platform import NODE_ADDRESS_LABEL, cable_address_label
 from babbler.daemon import farprobe
 from babbler.daemon.links.events import EventSocket
 from babbler.daemon.links.nlfilter import Keep, host_route, kept
+from babbler.daemon.links.routeevents import RouteEvents
 from babbler.daemon.sysctls import ProcSys, Settings
 from babbler.host.sysfs import IFF_UP, device_facts, settled
 
@@ -109,6 +110,7 @@ class LinuxKernel:
         # the kernel drop events (ENOBUFS), which a full re-read must make harmless.
         groups = RTMGRP_LINK | RTMGRP_IPV6_IFADDR | RTMGRP_IPV4_IFADDR
         self.events = EventSocket(self._open(groups, events_buffer))
+        self._route_events = RouteEvents()
         self._requests = self._open(0, RECV_BUFFER)
         self._lock = trio.Lock()
         self._seq = 0
@@ -122,6 +124,7 @@ class LinuxKernel:
 
     def close(self) -> None:
         self.events.close()
+        self._route_events.close()
         self._requests.close()
 
     async def _request(
@@ -214,6 +217,11 @@ class LinuxKernel:
 
     async def wait_for_change(self) -> None:
         await self.events.burst()
+
+    routes_trigger = True
+
+    async def wait_for_route_change(self) -> None:
+        await self._route_events.wait()
 
     def _address_msg(self, change: AddressChange, adding: bool = False) -> Any:
         msg = ifaddrmsg()

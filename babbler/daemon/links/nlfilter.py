@@ -1,4 +1,4 @@
-"""Netlink messages dropped before they are parsed (pure).
+"""Netlink messages dropped before they are parsed, and told apart by their header (pure).
 
 pyroute2 parses a route in tens of microseconds. The IPv4 clash check reads every route of
 the host every few seconds, and in a mesh nearly all of them are babeld's (one per other
@@ -12,7 +12,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 
-from pyroute2.netlink.rtnl import RTM_NEWROUTE
+from pyroute2.netlink.rtnl import RTM_DELROUTE, RTM_NEWROUTE
 
 from babbler.core.fence import PROTOCOL as RTPROT_BABEL
 
@@ -47,3 +47,9 @@ def host_route(kind: int, body: bytes) -> bool:
     if kind != RTM_NEWROUTE or len(body) < RTMSG_SIZE:
         return True  # DONE, an error, or one too short: for the parser to take or refuse
     return body[5] != RTPROT_BABEL and body[7] not in (RTN_LOCAL, RTN_BROADCAST)
+
+
+def babel_route(kind: int, body: bytes) -> bool:
+    """A route event of babeld's (a route of protocol babel came, went or changed)."""
+    routes = (RTM_NEWROUTE, RTM_DELROUTE)
+    return kind in routes and len(body) >= RTMSG_SIZE and body[5] == RTPROT_BABEL
