@@ -22,6 +22,11 @@ python3Packages.buildPythonApplication {
       structlog
       click
       anyio
+      # babblerctl's live views (top, web, metrics)
+      rich
+      starlette
+      hypercorn
+      prometheus-client
     ]
     ++ lib.optionals stdenv.hostPlatform.isLinux [ pyroute2 ]
     # netifaces-plus installs the same `netifaces` module as nixpkgs' netifaces.

@@ -9,7 +9,6 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -22,40 +21,20 @@ from babbler.core import hostfile, jobenv, mlxfile
 from babbler.core.config import DEFAULT_BENCH_PORT
 from babbler.core.errors import BabblerError
 from babbler.core.graph import Graph, to_dot
-from babbler.core.platform import (
-    DEFAULT_RUN_DIR,
-    DEFAULT_STATE_DIR,
-    PLATFORMS,
-    SOCKET_NAME,
-)
+from babbler.core.platform import DEFAULT_STATE_DIR, PLATFORMS
 from babbler.core.printable import escape
 from babbler.ctl import hostfile as jobfiles
+from babbler.ctl.options import SOCKET_HELP, socket_of, socket_option
+from babbler.live import metrics as live_metrics
+from babbler.live import top as live_top
+from babbler.live import web as live_web
 from babbler.ui import command, render
 from babbler.ui.watchview import WatchView
 from babbler.ui.watchview import as_json as as_json_line
 
-DEFAULT_SOCKET = DEFAULT_RUN_DIR / SOCKET_NAME
-
 
 def _run(fn: Callable[[], object]) -> None:
     command.run_command("babblerctl", fn)
-
-
-SOCKET_HELP = f"babblerd's public socket [env BABBLER_SOCKET; default: {DEFAULT_SOCKET}]"
-
-
-def socket_option(command: Callable[..., Any]) -> Callable[..., Any]:
-    """`--socket` after the subcommand too (before it, it is the group's option)."""
-    return click.option(
-        "--socket", "socket_path", type=click.Path(path_type=Path), default=None, help=SOCKET_HELP
-    )(command)
-
-
-def _socket(ctx: click.Context, given: Path | None) -> Path:
-    if given is not None:
-        return given
-    chosen: Path = ctx.find_root().params.get("socket_path") or DEFAULT_SOCKET
-    return chosen
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]}, invoke_without_command=True)
@@ -80,7 +59,7 @@ def main(ctx: click.Context, socket_path: Path | None) -> None:
 
 def _client(ctx: click.Context, socket_path: Path | None) -> Client:
     """The client of the socket this command was given."""
-    return Client(_socket(ctx, socket_path))
+    return Client(socket_of(ctx, socket_path))
 
 
 @main.command()
@@ -395,7 +374,7 @@ def monitor(ctx: click.Context, socket_path: Path | None, once: bool) -> None:
     own socket would; this command then reconnects and prints the new table (--once: exit
     1), and likewise when babblerd restarts. Keeps an on-demand mesh up while it runs.
     """
-    _run(lambda: _monitor(_socket(ctx, socket_path), once))
+    _run(lambda: _monitor(socket_of(ctx, socket_path), once))
 
 
 @main.command()
@@ -601,7 +580,7 @@ def doctor(
 
     def go() -> None:
         asked = PLATFORMS[platform_key] if platform_key else None
-        facts = gather(_socket(ctx, socket_path), state_dir=state_dir, platform=asked)
+        facts = gather(socket_of(ctx, socket_path), state_dir=state_dir, platform=asked)
         found = checks(facts)
         if probe or bundle:
             from babbler.ctl.probe import probe_checks
@@ -651,6 +630,8 @@ def keygen(file: Path) -> None:
     _run(go)
 
 
+for live in (live_top.command, live_web.command, live_metrics.command):
+    main.add_command(live)  # the live views (babbler/live/): each imports its library when run
 command.versioned(main, "babblerctl", __version__)  # every subcommand, last
 
 
