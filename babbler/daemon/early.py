@@ -41,7 +41,7 @@ from babbler.daemon import routerids
 from babbler.daemon.babeld.launch import BabeldFiles, Launch, found, launch_for, write_private
 from babbler.daemon.ipv4 import Ipv4
 from babbler.daemon.nodeid import NodeId
-from babbler.daemon.spawn import STOP_GRACE, popen_gone, spawn, stop
+from babbler.daemon.spawn import ROUTING_NICE, STOP_GRACE, popen_gone, spawn, stop
 from babbler.host.sysfs import read_links
 
 
@@ -106,7 +106,7 @@ def start(config: Config, node: NodeId, key: MeshKey | None) -> tuple[Early | No
         launch = launch_for(config, key, ipv4, node.value, router_id, first, links[first])
         write_private(launch.files.config, launch.config_text())
         added = add_addresses(node.value, first)
-        popen = spawn(launch.args(), tied=launch.tied)
+        popen = spawn(launch.args(), tied=launch.tied, nice=ROUTING_NICE)
     except (OSError, EnvironmentProblem) as error:
         return None, f"cannot: {error}"
     return Early(launch, popen, time.monotonic(), addresses=added), f"on {first}"

@@ -31,7 +31,7 @@ from babbler.core.config import Config
 from babbler.daemon.children import keep_running, stop_stale
 from babbler.daemon.ipv4 import Ipv4
 from babbler.daemon.nodeid import write_state_file
-from babbler.daemon.spawn import nobody_can_run, spawn
+from babbler.daemon.spawn import BACKGROUND_NICE, nobody_can_run, spawn
 from babbler.daemon.wakeup import Signal, rerun_on
 from babbler.host.system import LINUX_HOST
 
@@ -81,7 +81,7 @@ async def run_responder(
     args = command(address, port, address_v4, ipv4_prefix)
 
     def start() -> subprocess.Popen[bytes]:
-        child = spawn(args, True, tied)
+        child = spawn(args, True, tied, BACKGROUND_NICE)
         record = json.dumps({"pid": child.pid, "command": args})
         problem = write_state_file(private_dir, PID_FILE, record + "\n")
         if problem:  # it would outlive a killed babblerd unseen (macOS): say so

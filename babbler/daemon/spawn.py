@@ -11,6 +11,7 @@ trio's process helpers fork from worker threads that retire when idle (the child
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
@@ -33,22 +34,38 @@ NOBODY = 65534  # the user an unprivileged child of a root babblerd runs as
 # How long a process babbler ends gets to exit after SIGTERM before SIGKILL; babeld takes
 # 30-60 ms when healthy.
 STOP_GRACE = 2.0
+# babeld's CPU priority (its nice and, on Linux, its session's autogroup's): ahead of
+# babblerd and the host's ordinary work. babeld needs little CPU but on time: at hello 0.1 s
+# it counts a hello missed when it has not run for ~170 ms. In a 64-ring on 2 cores, babeld
+# at nice 0 missed hellos while the 64 babblerd started, routes came and went, and the mesh
+# churned for minutes (2 runs of 2 on this machine, 40e2cb8 too, "Late hello" in every
+# log); at -10, 5 runs of 5 converged (docs/benchmarks.md "The first minute").
+ROUTING_NICE = -10
+# The bench responder's: behind everything. A measuring tool nobody uses most of the time,
+# yet a Python start-up at every babblerd start (0.2 s of CPU): in that 64-ring 64 of them
+# took a quarter of the CPU the mesh formed on. On a quiet host it has the CPU all the same.
+BACKGROUND_NICE = 10
 
 
-def _die_with_parent_hook(unprivileged: bool, tied: bool) -> Callable[[], None] | None:
+def _die_with_parent_hook(
+    unprivileged: bool, tied: bool, nice: int = 0
+) -> Callable[[], None] | None:
     """A preexec function that, `tied`, makes the child get SIGKILL when this process dies
     (PR_SET_PDEATHSIG: the platform's choice, core/platform.py; macOS has none).
+    `nice`: the child's (see `_set_nice`).
     With `unprivileged` the child sheds every capability (also a non-root babblerd's ambient
     ones, which it would inherit) and, from root, becomes nobody when nobody can run this
     Python (else it stays uid 0 without any capability: see `nobody_can_run`)."""
     tied = tied and LINUX_HOST
-    if not tied and not unprivileged:
+    if not tied and not unprivileged and not nice:
         return None
     parent = os.getpid()
     libc = ctypes.CDLL(None, use_errno=True) if LINUX_HOST else None
     become_nobody = unprivileged and os.getuid() == 0 and nobody_can_run()
 
     def hook() -> None:
+        if nice:
+            _set_nice(nice)
         if unprivileged and libc is not None:
             libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
             for cap in range(CAP_LAST + 1):  # root's capabilities after exec: none
@@ -64,6 +81,17 @@ def _die_with_parent_hook(unprivileged: bool, tied: bool) -> Callable[[], None] 
                 os._exit(1)
 
     return hook
+
+
+def _set_nice(nice: int) -> None:
+    """This (forked) process at `nice`, and its session's autogroup where the kernel shares
+    the CPU between sessions first (Linux; the child's own session when tied). Best effort:
+    a babeld at nice 0 still routes."""
+    if LINUX_HOST:
+        with contextlib.suppress(OSError):  # no autogroup built in, or no CAP_SYS_NICE
+            Path("/proc/self/autogroup").write_text(f"{nice}\n")
+    with contextlib.suppress(OSError):
+        os.setpriority(os.PRIO_PROCESS, 0, nice)
 
 
 def nobody_can_run() -> bool:
@@ -85,7 +113,7 @@ def nobody_can_run() -> bool:
 
 
 def spawn(
-    args: Sequence[str], unprivileged: bool = False, tied: bool = True
+    args: Sequence[str], unprivileged: bool = False, tied: bool = True, nice: int = 0
 ) -> subprocess.Popen[bytes]:
     """Fork babeld (or, `unprivileged`, another child: the bench responder) from the calling
     thread (Linux ties PR_SET_PDEATHSIG to it: call this from the thread that lives as long
@@ -95,15 +123,16 @@ def spawn(
     in babblerd's session was charged for babblerd's start-up and missed its 0.1 s hellos
     (a 64-ring on 2 cores never converged; in sessions of their own, 5 runs of 5 did:
     docs/benchmarks.md "The first minute"). Untied (macOS), it stays in babblerd's process
-    group, which launchd ends when babblerd exits. Raises EnvironmentProblem when it cannot
-    be executed."""
+    group, which launchd ends when babblerd exits. `nice`: babeld's ROUTING_NICE, ahead of
+    babblerd's own work, the responder's BACKGROUND_NICE, behind it. Raises
+    EnvironmentProblem when it cannot be executed."""
     try:
         return subprocess.Popen(
             list(args),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
-            preexec_fn=_die_with_parent_hook(unprivileged, tied),
+            preexec_fn=_die_with_parent_hook(unprivileged, tied, nice),
             close_fds=True,
             umask=0o077,  # its control socket and pid file: 0600 (in a 0700 directory)
             start_new_session=tied,

@@ -5,6 +5,7 @@ docs/reliability.md."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -17,6 +18,7 @@ import pytest
 
 from babbler.core.addressing import node_range
 from babbler.core.fence import TABLE
+from babbler.daemon.spawn import BACKGROUND_NICE, ROUTING_NICE
 from babbler.lab import Lab, Node
 from babbler.lab.processes import alive as _alive
 from tests.integration.helpers import WAIT, LabFactory, mesh_addresses, until
@@ -28,6 +30,13 @@ pytestmark = pytest.mark.integration
 def babel_routes(lab: Lab, node: Node) -> list[str]:
     out = lab.exec(node, "ip", "-6", "route", "show", "table", str(TABLE), "proto", "babel").stdout
     return [line.split()[0] for line in out.splitlines() if line.strip()]
+
+
+def niced(pid: int, nice: int) -> bool:
+    """The process at `nice`, its session's autogroup too where the kernel has one."""
+    autogroup = Path(f"/proc/{pid}/autogroup")
+    shares = autogroup.read_text().split()[-1] if autogroup.exists() else str(nice)
+    return os.getpriority(os.PRIO_PROCESS, pid) == nice == int(shares)
 
 
 def test_babeld_killed_ten_times_in_a_row_comes_back_every_time(make_lab: LabFactory) -> None:
@@ -81,6 +90,9 @@ def test_babblerd_killed_leaves_no_babeld_within_3_s_and_the_next_start_cleans_u
     # in a session of its own (the kernel's autogroup: babblerd's work does not make its
     # hellos late), and still tied to babblerd
     assert os.getsid(babeld) == babeld != os.getsid(n1.pid)
+    assert niced(babeld, ROUTING_NICE)  # started early: ahead of babblerd's start-up
+    responder = json.loads((n1.run_dir / "private" / "responder.pid").read_text())["pid"]
+    assert niced(responder, BACKGROUND_NICE)  # the bench responder: behind everything
     killed_at = time.monotonic()
     os.kill(n1.pid, signal.SIGKILL)
     lab.wait_exit(n1)
@@ -94,6 +106,7 @@ def test_babblerd_killed_leaves_no_babeld_within_3_s_and_the_next_start_cleans_u
     after = lab.status(n1)
     assert after["node_id"] == before["node_id"] and after["node_id_source"] == "file"
     assert int((private / "babeld.pid").read_text()) == after["babeld"]["pid"] != babeld
+    assert niced(after["babeld"]["pid"], ROUTING_NICE)  # the daemon's start, after leftovers
     lab.wait_reachable(WAIT)
     took = time.monotonic() - restart
     assert lab.status(n1)["addresses"] == before["addresses"]

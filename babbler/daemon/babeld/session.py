@@ -34,7 +34,7 @@ from babbler.daemon.babeld.launch import Launch, write_private
 from babbler.daemon.babeld.process import clear_stale
 from babbler.daemon.babeld.reader import GATHER
 from babbler.daemon.children import Child
-from babbler.daemon.spawn import STOP_GRACE, spawn
+from babbler.daemon.spawn import ROUTING_NICE, STOP_GRACE, spawn
 
 log = structlog.get_logger("babbler.babeld")
 
@@ -128,7 +128,7 @@ class Session:
             write_private(files.config, self.launch.config_text())
             args = self.launch.args()
             log.info("starting babeld", args=args)
-            process = Child(spawn(args, tied=self.launch.tied))
+            process = Child(spawn(args, tied=self.launch.tied, nice=ROUTING_NICE))
         self.process = process
         hooks.on_spawned()
         try:
