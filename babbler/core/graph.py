@@ -32,6 +32,7 @@ class Graph:
     me: str
     names: dict[str, str] = field(default_factory=dict)  # node id -> name
     edges: dict[str, list[Edge]] = field(default_factory=dict)
+    unreachable: set[str] = field(default_factory=set)  # node ids status says are cut off
 
     @classmethod
     def from_status(cls, status: Mapping[str, Any]) -> Graph:
@@ -46,6 +47,7 @@ class Graph:
         for node in status.get("nodes") or []:
             graph.names[node["node_id"]] = node.get("name") or node["node_id"]
             if node.get("reachable") is False:  # cut off: what its info says is old
+                graph.unreachable.add(node["node_id"])
                 continue
             links = {i["name"]: i for i in node.get("links") or []}
             for n in node.get("neighbours") or []:
@@ -144,17 +146,26 @@ def _quote(*lines: str) -> str:
     return '"' + "\\n".join(escaped) + '"'
 
 
+# How a node cut off from this one is drawn, and any link of it another's info still lists.
+UNREACHABLE_NODE = 'style="rounded,dashed", color=grey55, fontcolor=grey45'
+UNREACHABLE_LINK = ", style=dashed, color=grey55, fontcolor=grey45"
+
+
 def to_dot(graph: Graph) -> str:
-    """Graphviz DOT: machines as boxes (this one bold), each link once, labelled with the
-    link names at both ends and the speed."""
+    """Graphviz DOT: machines as boxes (this one bold, an unreachable one dashed and grey,
+    saying so), each link once, labelled with the link names at both ends and the speed."""
     lines = [
         "graph mesh {",
         '  node [shape=box, style=rounded, fontname="sans-serif"];',
         '  edge [fontname="sans-serif", fontsize=10];',
     ]
     for node in sorted(graph.names):
+        said = [graph.names[node], node]
         mark = ', style="rounded,bold", penwidth=2' if node == graph.me else ""
-        lines.append(f"  {_quote(node)} [label={_quote(graph.names[node], node)}{mark}];")
+        if node in graph.unreachable:
+            said.append("unreachable")
+            mark = f", {UNREACHABLE_NODE}"
+        lines.append(f"  {_quote(node)} [label={_quote(*said)}{mark}];")
     done: set[tuple[str, str | None]] = set()
     for node in sorted(graph.edges):
         for edge in graph.edges[node]:
@@ -171,6 +182,7 @@ def to_dot(graph: Graph) -> str:
                 done.add((edge.to, back.interface))
                 ends += f" - {back.interface or '?'}"
             label = ends + _speed(edge.speed_mbps or (back.speed_mbps if back else None))
-            lines.append(f"  {_quote(node)} -- {_quote(edge.to)} [label={_quote(label)}];")
+            cut = UNREACHABLE_LINK if graph.unreachable & {node, edge.to} else ""
+            lines.append(f"  {_quote(node)} -- {_quote(edge.to)} [label={_quote(label)}{cut}];")
     lines.append("}")
     return "\n".join(lines) + "\n"

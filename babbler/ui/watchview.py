@@ -49,7 +49,7 @@ class WatchView:
     def _lines(self, event: Event) -> list[str]:
         if isinstance(event, Lost):
             self.lost = True
-            return [f"lost babblerd ({event.reason}); trying again"]
+            return [f"{_gone(event.reason)}; waiting for it to come back"]
         if isinstance(event, Snapshot):
             return self._snapshot(event.status)
         if isinstance(event, NodeEvent):
@@ -93,6 +93,23 @@ class WatchView:
             return [f"{name} now via {node.interface} (metric {node.metric}){hops}"]
         return []
 
+    def _neighbour(self, action: str | None, value: dict[str, Any]) -> list[str]:
+        """A neighbour met or lost, said the same way both times: who (once a route from it
+        says), on which link, its link-local address. A change only learns who it is."""
+        key = (value.get("address"), value.get("interface"))
+        who = self._who(value.get("node_id"))
+        if who == "?":
+            who = self.neighbours.get(key, "?")
+        if action == "flush":
+            self.neighbours.pop(key, None)
+        else:
+            self.neighbours[key] = who
+        if action == "change":
+            return []
+        name = "" if who == "?" else f" {who}"
+        verb = "lost" if action == "flush" else "met"
+        return [f"neighbour{name} {verb} on {key[1]} ({key[0]})"]
+
     def _change(self, event: Change) -> list[str]:
         value: Any = event.value
         if event.type == "interfaces":
@@ -106,14 +123,8 @@ class WatchView:
             out += [f"link {name} gone" for name in self.links if name not in now]
             self.links = now
             return out
-        if event.type == "neighbour" and event.action in ("add", "flush"):
-            key = (value.get("address"), value.get("interface"))
-            if event.action == "add":
-                who = self._who(value.get("node_id"))
-                self.neighbours[key] = who
-                return [f"neighbour on {key[1]} ({key[0]})" + ("" if who == "?" else f": {who}")]
-            who = self.neighbours.pop(key, "?")
-            return [f"neighbour on {key[1]} gone" + ("" if who == "?" else f": {who}")]
+        if event.type == "neighbour" and event.action in ("add", "change", "flush"):
+            return self._neighbour(event.action, value)
         if event.type == "mesh":
             return [f"mesh {value}"]
         if event.type == "babeld" and isinstance(value, dict):
@@ -125,3 +136,10 @@ class WatchView:
         if event.type == "node_id":
             return [f"this node's id is now {value} (a collision: another node had it)"]
         return []
+
+
+def _gone(reason: str) -> str:
+    """Why the connection to babblerd went, as the start of one line: the client's reason
+    names babblerd already; a hint after `;` (how to start it) is for a failing command."""
+    reason = reason.split(";")[0].strip()
+    return reason if reason.startswith("babblerd") else f"lost babblerd: {reason}"

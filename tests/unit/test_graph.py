@@ -197,3 +197,18 @@ def test_right_after_a_pull_path_and_hops_follow_babeld_not_a_stale_info() -> No
 
     hops = {n["name"]: n["hops"] for n in with_hops(status)}
     assert hops == {"n2": 1, "n3": 3, "n4": 2, "n5": 1}
+
+
+def test_an_unreachable_node_is_drawn_dashed_and_grey_and_says_so() -> None:
+    from babbler.core.graph import to_dot
+
+    cut = node("00000000000c", "c", [("00000000000a", "c1", 32)]) | {"reachable": False}
+    a = node("00000000000a", "a", [("000000000001", "a1", 32), ("00000000000c", "a3", 32)])
+    dot = to_dot(Graph.from_status(seen_from("me", [("00000000000a", "v1", 32)], [a, cut])))
+    shown = {line.split(" [")[0].strip(): line for line in dot.splitlines() if " [label" in line}
+    c = shown['"00000000000c"']
+    assert 'label="c\\n00000000000c\\nunreachable"' in c and "dashed" in c and "grey" in c, c
+    assert "dashed" not in shown['"00000000000a"'] and "unreachable" not in shown['"00000000000a"']
+    stale = shown['"00000000000a" -- "00000000000c"']  # a's info still lists the cable
+    assert "dashed" in stale and "grey" in stale, stale
+    assert "dashed" not in shown['"000000000001" -- "00000000000a"']

@@ -31,8 +31,10 @@ def test_a_line_per_change_that_matters() -> None:
     assert view.lines(link) == ["link v1x2 down"]
     rtt = Change("neighbour", "change", {"address": "fe80::2", "interface": "v1x2", "rtt": 3.0})
     assert view.lines(rtt) == []
-    lost = view.lines(Lost("babblerd stopped"))
-    assert lost == ["lost babblerd (babblerd stopped); trying again"]
+    lost = view.lines(Lost("babblerd closed the connection (/run/babbler/babblerd.sock)"))
+    assert lost == [
+        "babblerd closed the connection (/run/babbler/babblerd.sock); waiting for it to come back"
+    ]
     assert view.lines(snapshot())[0].startswith("babblerd is back: n1:")
 
 
@@ -45,3 +47,23 @@ def test_nodes_only_and_json_round_trip() -> None:
     line = as_json(event)
     assert line is not None and parse_event(line) == event
     assert as_json(Lost("x")) is None
+
+
+def test_a_neighbour_met_and_lost_is_said_the_same_way_with_its_name_once_known() -> None:
+    view = WatchView()
+    view.lines(snapshot())
+    v3x2 = {"address": "fe80::3", "interface": "v1x2"}
+    assert view.lines(Change("neighbour", "add", v3x2)) == ["neighbour met on v1x2 (fe80::3)"]
+    known = Change("neighbour", "change", {**v3x2, "node_id": "000000000003"})
+    assert view.lines(known) == []  # a route from it said who it is
+    assert view.lines(Change("neighbour", "flush", v3x2)) == ["neighbour n3 lost on v1x2 (fe80::3)"]
+    named = Change("neighbour", "add", {**v3x2, "node_id": "000000000003"})
+    assert view.lines(named) == ["neighbour n3 met on v1x2 (fe80::3)"]
+
+
+def test_babblerd_not_running_while_watching_is_one_line_without_the_start_hint() -> None:
+    said = WatchView().lines(Lost("babblerd is not running (no socket at /x); start it: ..."))
+    assert said == ["babblerd is not running (no socket at /x); waiting for it to come back"]
+    assert WatchView().lines(Lost("timed out")) == [
+        "lost babblerd: timed out; waiting for it to come back"
+    ]
