@@ -101,7 +101,9 @@ def over_ipv4(status: Status, node: str | None = None) -> Status:
     return replace(status, node_address=mine, nodes=nodes)
 
 
-def run_ring(status: Status, *, duration: float, port: int, as_json: bool) -> None:
+def run_ring(
+    status: Status, *, duration: float, port: int, as_json: bool, svg: Path | None = None
+) -> None:
     """`bench --ring`: every node (this one too, in name order) sends to the next at once."""
     me = status.name or status.node_id
     reachable = sorted((n for n in status.nodes if n.reachable), key=lambda n: n.label)
@@ -114,17 +116,12 @@ def run_ring(status: Status, *, duration: float, port: int, as_json: bool) -> No
     rates = runner.ring([address for _, address in members], port, duration)
     bar.clear()
     if as_json:
-        out = []
-        for i, rate in enumerate(rates):
-            entry: dict[str, object] = {"from": names[i], "to": names[(i + 1) % len(names)]}
-            if isinstance(rate, wire.Rate):
-                entry |= {"bytes": rate.nbytes, "seconds": rate.seconds, "gbit_s": rate.gbit_s}
-            else:
-                entry["error"] = rate
-            out.append(entry)
-        click.echo(json.dumps({"from": me, "ring": out}, indent=2))
+        click.echo(json.dumps(report.ring_json(me, names, rates), indent=2))
     else:
         click.echo(lines_of(report.ring(names, rates, duration)))  # names: escaped
+    if svg is not None:
+        svg.write_text(report.ring_svg(me, names, rates, duration))
+        click.echo(f"wrote {svg}", err=as_json)
     if any(not isinstance(rate, wire.Rate) for rate in rates):
         sys.exit(1)
 

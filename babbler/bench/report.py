@@ -77,7 +77,8 @@ def _ms(result: NodeResult, p: float) -> str:
 
 
 def one(me: str, result: NodeResult) -> list[str]:
-    """A single node's bench, as the original's tables."""
+    """A single node's bench: round trips, each way, and the sweep as exo's MLX bandwidth
+    bench tables it (size, time, rate; in Gbit/s here)."""
     hops = "" if result.hops is None else f", {result.hops} hop{'s' * (result.hops != 1)}"
     lines = [f"bench {me} -> {result.name} ({result.address}{hops})"]
     if result.error:
@@ -131,18 +132,106 @@ def behind_slow_links(results: list[NodeResult]) -> list[str]:
     return [name for name, rate in rates.items() if rate < best / 2]
 
 
+@dataclass(frozen=True)
+class RingLink:
+    """One sender of the ring and what its receiver counted (None: it failed, `error`)."""
+
+    sender: str
+    receiver: str
+    rate: Rate | None
+    error: str | None = None
+
+
+def ring_links(names: list[str], results: list[Rate | str]) -> list[RingLink]:
+    """Each node sending to the next, the last to the first."""
+    return [
+        RingLink(
+            names[i],
+            names[(i + 1) % len(names)],
+            *((result, None) if isinstance(result, Rate) else (None, result)),
+        )
+        for i, result in enumerate(results)
+    ]
+
+
+def ring_summary(links: list[RingLink]) -> tuple[RingLink, float] | None:
+    """The ring's slowest link (what an all-gather over it runs at) and the sum of the
+    rates, of the links measured; None when none was."""
+    measured = [link for link in links if link.rate is not None]
+    if not measured:
+        return None
+    slowest = min(measured, key=lambda link: link.rate.gbit_s if link.rate else 0.0)
+    return slowest, sum(link.rate.gbit_s for link in measured if link.rate)
+
+
 def ring(names: list[str], results: list[Rate | str], seconds: float) -> list[str]:
     """`--ring`: every node sending to the next at once."""
     lines = [f"ring: every node sends to the next at once for {seconds:g} s"]
     width = max(len(n) for n in names)
-    for i, result in enumerate(results):
-        to = names[(i + 1) % len(names)]
-        what = f"{result.gbit_s:.2f} Gbit/s" if isinstance(result, Rate) else f"failed: {result}"
-        lines.append(f"  {names[i]:<{width}} -> {to:<{width}}  {what}")
-    rates = [r.gbit_s for r in results if isinstance(r, Rate)]
-    if rates:
-        lines.append(f"  slowest {min(rates):.2f} Gbit/s, sum {sum(rates):.2f} Gbit/s")
+    links = ring_links(names, results)
+    for link in links:
+        what = f"{link.rate.gbit_s:.2f} Gbit/s" if link.rate else f"failed: {link.error}"
+        lines.append(f"  {link.sender:<{width}} -> {link.receiver:<{width}}  {what}")
+    summary = ring_summary(links)
+    if summary is not None:
+        slowest, total = summary
+        lines.append(
+            f"  slowest {_gbit(slowest)} Gbit/s ({slowest.sender} -> {slowest.receiver}),"
+            f" sum {total:.2f} Gbit/s"
+        )
     return lines
+
+
+def _gbit(link: RingLink) -> str:
+    return f"{link.rate.gbit_s:.2f}" if link.rate else "-"
+
+
+def ring_json(me: str, names: list[str], results: list[Rate | str]) -> dict[str, Any]:
+    """`--ring --json`: each link, and the slowest and the sum as the table says them."""
+    links = ring_links(names, results)
+    out: list[dict[str, Any]] = []
+    for link in links:
+        entry: dict[str, Any] = {"from": link.sender, "to": link.receiver}
+        if link.rate is not None:
+            entry |= {
+                "bytes": link.rate.nbytes,
+                "seconds": link.rate.seconds,
+                "gbit_s": link.rate.gbit_s,
+            }
+        else:
+            entry["error"] = link.error
+        out.append(entry)
+    summary = ring_summary(links)
+    slowest = None
+    if summary is not None and summary[0].rate is not None:
+        link, rate = summary[0], summary[0].rate
+        slowest = {"from": link.sender, "to": link.receiver, "gbit_s": rate.gbit_s}
+    return {
+        "from": me,
+        "ring": out,
+        "slowest": slowest,  # null when no link was measured
+        "sum_gbit_s": summary[1] if summary else None,
+    }
+
+
+def ticks(peak: float) -> list[float]:
+    """Round values for an axis from 0 to at least `peak`: a step of 1, 2 or 5 times a
+    power of ten, at most 6 steps (0, 5, 10, 15 rather than 0, 4.98, 9.95)."""
+    peak = max(peak, 1e-3)
+    for step in _steps(peak / 6):
+        count = math.ceil(peak / step - 1e-9)
+        if count <= 6:
+            return [round(step * i, 10) for i in range(count + 1)]
+    return [0.0, peak]  # not reached: the steps grow past peak
+
+
+def _steps(smallest: float) -> list[float]:
+    power = 10.0 ** math.floor(math.log10(smallest))
+    return [m * power * 10**k for k in range(3) for m in (1, 2, 5) if m * power * 10**k >= smallest]
+
+
+def tick_text(value: float) -> str:
+    return f"{value:g}"
 
 
 def svg(me: str, results: list[NodeResult]) -> str:
@@ -151,7 +240,8 @@ def svg(me: str, results: list[NodeResult]) -> str:
     width, height, left, bottom, top, right = 640, 400, 60, 50, 30, 120
     sizes = sorted({size for _, rows in series for size, _ in rows}) or [1024, 1 << 30]
     peak = max((s * 8 / t / 1e9 for _, rows in series for s, t in rows), default=1.0)
-    top_value = max(0.001, peak * 1.1)
+    marks = ticks(peak)
+    top_value = marks[-1]
     low, high = math.log2(sizes[0]), math.log2(sizes[-1]) or 1.0
 
     def x(size: int) -> float:
@@ -176,10 +266,10 @@ def svg(me: str, results: list[NodeResult]) -> str:
             f'<text x="{x(size):.1f}" y="{height - bottom + 15}" text-anchor="middle">'
             f"{size_text(size)}</text>"
         )
-    for i in range(5):
-        value = top_value * i / 4
+    for value in marks:
         out.append(
-            f'<text x="{left - 6}" y="{y(value) + 4:.1f}" text-anchor="end">{value:.2f}</text>'
+            f'<text x="{left - 6}" y="{y(value) + 4:.1f}" text-anchor="end">'
+            f"{tick_text(value)}</text>"
         )
     out.append(
         f'<text x="14" y="{(height - bottom + top) / 2:.0f}" transform="rotate(-90 14 '
@@ -193,5 +283,66 @@ def svg(me: str, results: list[NodeResult]) -> str:
         out.append(
             f'<text x="{width - right + 10}" y="{label_y}" fill="{colour}">{escape(name)}</text>'
         )
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+def ring_svg(me: str, names: list[str], results: list[Rate | str], seconds: float) -> str:
+    """`--ring --svg`: a bar per link of the ring (Gbit/s, its receiver's count), the slowest
+    in red, the slowest and the sum in the title; a failed link says why."""
+    links = ring_links(names, results)
+    summary = ring_summary(links)
+    marks = ticks(max((link.rate.gbit_s for link in links if link.rate), default=1.0))
+    left, right, top, row = 160, 40, 60, 26
+    width, height = 640, top + row * len(links) + 40
+
+    def x(value: float) -> float:
+        return left + value / marks[-1] * (width - left - right)
+
+    title = (
+        f"babblerctl bench --ring from {escape(me)}: every node sends to the next for {seconds:g} s"
+    )
+    said = "no link measured"
+    if summary is not None:
+        slowest, total = summary
+        said = (
+            f"slowest {_gbit(slowest)} Gbit/s ({escape(slowest.sender)} -&gt; "
+            f"{escape(slowest.receiver)}), sum {total:.2f} Gbit/s"
+        )
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'font-family="sans-serif" font-size="11">',
+        f'<text x="10" y="18" font-size="13">{title}</text>',
+        f'<text x="10" y="36" font-size="12">{said}</text>',
+    ]
+    bottom = top + row * len(links)
+    for value in marks:
+        out.append(
+            f'<line x1="{x(value):.1f}" y1="{top - 4}" x2="{x(value):.1f}" y2="{bottom}" '
+            'stroke="#ddd"/>'
+        )
+        out.append(
+            f'<text x="{x(value):.1f}" y="{bottom + 15}" text-anchor="middle">'
+            f"{tick_text(value)}</text>"
+        )
+    out.append(f'<text x="{(left + width - right) / 2:.0f}" y="{bottom + 32}" '
+               'text-anchor="middle">Gbit/s</text>')  # fmt: skip
+    for i, link in enumerate(links):
+        y = top + row * i
+        name = f"{escape(link.sender)} -&gt; {escape(link.receiver)}"
+        out.append(f'<text x="{left - 8}" y="{y + 15}" text-anchor="end">{name}</text>')
+        if link.rate is None:
+            out.append(
+                f'<text x="{left + 4}" y="{y + 15}" fill="#d62728">failed: '
+                f"{escape(link.error or '')}</text>"
+            )
+            continue
+        slow = summary is not None and link is summary[0]
+        colour = "#d62728" if slow else "#1f77b4"
+        out.append(
+            f'<rect x="{left}" y="{y + 3}" width="{x(link.rate.gbit_s) - left:.1f}" '
+            f'height="{row - 8}" fill="{colour}"/>'
+        )
+        out.append(f'<text x="{x(link.rate.gbit_s) + 4:.1f}" y="{y + 15}">{_gbit(link)}</text>')
     out.append("</svg>")
     return "\n".join(out) + "\n"

@@ -66,7 +66,7 @@ def sample() -> NodeResult:
     return result
 
 
-def test_one_nodes_report_reads_like_the_originals_table() -> None:
+def test_one_nodes_report_reads_like_the_mlx_bandwidth_benchs_table() -> None:
     lines = report.one("n1", sample())
     assert lines[0] == "bench n1 -> n2 (fde0:20c6:1fa7:ffff:aaaa:bbbb:cccc:0, 1 hop)"
     assert "p50 0.100 ms  p99 1.000 ms" in lines[1]
@@ -94,7 +94,35 @@ def test_the_ring_names_the_slowest_link() -> None:
     lines = report.ring(["n1", "n2", "n3"], [Rate(10**9, 1.0), Rate(10**8, 1.0), "busy"], 1.0)
     assert lines[1].split() == ["n1", "->", "n2", "8.00", "Gbit/s"]
     assert lines[3].split()[:4] == ["n3", "->", "n1", "failed:"]
-    assert lines[-1] == "  slowest 0.80 Gbit/s, sum 8.80 Gbit/s"
+    assert lines[-1] == "  slowest 0.80 Gbit/s (n2 -> n3), sum 8.80 Gbit/s"
+
+
+def test_the_ring_s_json_and_picture_name_the_slowest_and_the_sum() -> None:
+    names = ["n1", "n2", "n3"]
+    rates: list[Rate | str] = [Rate(10**9, 1.0), Rate(10**8, 1.0), "busy"]
+    found = report.ring_json("n1", names, rates)
+    assert found["slowest"] == {"from": "n2", "to": "n3", "gbit_s": pytest.approx(0.8)}
+    assert found["sum_gbit_s"] == pytest.approx(8.8)
+    assert found["ring"][2] == {"from": "n3", "to": "n1", "error": "busy"}
+    assert report.ring_json("n1", ["n1", "n2"], ["busy", "busy"])["slowest"] is None
+    root = ET.fromstring(report.ring_svg("n1", names, rates, 3.0))
+    ns = "{http://www.w3.org/2000/svg}"
+    texts = [t.text or "" for t in root.findall(f"{ns}text")]
+    assert "slowest 0.80 Gbit/s (n2 -> n3), sum 8.80 Gbit/s" in texts
+    assert "failed: busy" in texts
+    bars = root.findall(f"{ns}rect")
+    assert [bar.get("fill") for bar in bars] == ["#1f77b4", "#d62728"]  # the slowest red
+
+
+def test_the_pictures_axes_are_marked_at_round_values() -> None:
+    assert report.ticks(9.95) == [0, 2, 4, 6, 8, 10]
+    assert report.ticks(19.9) == [0, 5, 10, 15, 20]
+    assert report.ticks(0.94) == [0, 0.2, 0.4, 0.6, 0.8, 1.0]
+    assert report.ticks(31) == [0, 10, 20, 30, 40]
+    ns = "{http://www.w3.org/2000/svg}"
+    root = ET.fromstring(report.svg("n1", [sample()]))  # its peak: 17.18 Gbit/s
+    marks = [t.text for t in root.findall(f"{ns}text") if t.get("text-anchor") == "end"]
+    assert marks == ["0", "5", "10", "15", "20"]
 
 
 def test_the_picture_is_an_svg_with_a_line_per_node() -> None:
