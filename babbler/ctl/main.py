@@ -22,7 +22,6 @@ from babbler.core.config import DEFAULT_BENCH_PORT
 from babbler.core.errors import BabblerError
 from babbler.core.graph import Graph, to_dot
 from babbler.core.platform import DEFAULT_STATE_DIR, PLATFORMS
-from babbler.core.printable import escape
 from babbler.ctl import hostfile as jobfiles
 from babbler.ctl.options import SOCKET_HELP, socket_of, socket_option
 from babbler.live import metrics as live_metrics
@@ -37,7 +36,12 @@ def _run(fn: Callable[[], object]) -> None:
     command.run_command("babblerctl", fn)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]}, invoke_without_command=True)
+@click.group(
+    "babblerctl",
+    cls=command.OneLineErrors,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    invoke_without_command=True,
+)
 @click.option(
     "--socket",
     "socket_path",
@@ -108,8 +112,9 @@ def nodes(ctx: click.Context, socket_path: Path | None, as_json: bool) -> None:
 )
 @click.pass_context
 def graph(ctx: click.Context, socket_path: Path | None, svg: Path | None) -> None:
-    """Print the mesh as a Graphviz DOT graph: machines (this one in bold), each link once
-    with its names at both ends and its speed."""
+    """Print the mesh as a Graphviz DOT graph: machines (this one in bold; one without a
+    route from here dashed and grey, labelled unreachable), each link once with its names at
+    both ends and its speed."""
 
     def go() -> None:
         dot = to_dot(Graph.from_status(_client(ctx, socket_path).status().raw))
@@ -128,7 +133,7 @@ def graph(ctx: click.Context, socket_path: Path | None, svg: Path | None) -> Non
 @click.option("--json", "as_json", is_flag=True, help="the path as JSON")
 @click.pass_context
 def path(ctx: click.Context, socket_path: Path | None, node: str, as_json: bool) -> None:
-    """Show the path to NODE (a name, node id or node address) hop by hop: each node, the
+    """Show the path to NODE (a name, node id or any address of it) hop by hop: each node, the
     link it leaves by and its cost, from the node infos, checked against babeld's route.
     Exits 1 when there is none (a node cut off: when it was last seen)."""
 
@@ -145,10 +150,14 @@ def path(ctx: click.Context, socket_path: Path | None, node: str, as_json: bool)
 @main.command()
 @socket_option
 @click.argument("node", required=False)
-@click.option("-4", "v4", is_flag=True, help="the IPv4 node address (what jobs like MLX use)")
-@click.option("-6", "v6", is_flag=True, help="the IPv6 node address (the default)")
+@click.option("-4", "v4", is_flag=True, help="IPv4: the IPv4 node address (what jobs like MLX use)")
+@click.option("-6", "v6", is_flag=True, help="IPv6: the IPv6 node address (the default)")
 @click.option(
-    "--all", "show_all", is_flag=True, help="also each link's address and each cable's (IPv4)"
+    "--all",
+    "show_all",
+    is_flag=True,
+    help="every address of the node, each named: its node addresses, each link's IPv6"
+    " address and each cable's IPv4 one (-4 or -6: of that family only)",
 )
 @click.option("--json", "as_json", is_flag=True, help="every address of the node, as JSON")
 @click.pass_context
@@ -161,41 +170,21 @@ def ip(
     show_all: bool,
     as_json: bool,
 ) -> None:
-    """Print this node's address, or NODE's (a name, node id or node address): the
-    machine's one stable address, reachable while any path to it exists, whichever cable is
-    pulled. IPv6 unless -4; -4 -6 prints both. Exits 1 with the reason when IPv4 is asked
-    for and the node has none (IPv4 off or refused there, or its info not in yet)."""
+    """Print this node's address, or NODE's (a name, node id in any case, or any of its
+    addresses): the machine's one stable address, reachable while any path to it exists,
+    whichever cable is pulled. IPv6 unless -4; -4 -6 prints both; --all every address of
+    both families (another node's link addresses as its babeld announces them). Exits 1 with
+    the reason when -4 asks for IPv4 and the node has none (IPv4 off or refused there, or
+    its info not in yet)."""
 
     def go() -> None:
         value = _client(ctx, socket_path).status()
         target = render.node_id(value, node) if node is not None else value.node_id
         other = render.find_node(value, target)
         if as_json:
-            cables = other.cables if other else value.addresses_v4
-            me = other is None
-            answer = {
-                "node_id": target,
-                "name": other.name if other else value.name,
-                "node_address": other.node_address if other else value.node_address,
-                "node_address_v4": other.node_address_v4 if other else value.node_address_v4,
-                "addresses": [dataclasses.asdict(a) for a in value.addresses] if me else None,
-                "cables": [dataclasses.asdict(c) for c in cables],
-            }
-            click.echo(json.dumps(answer, indent=2))
-            return
-
-        def say(line: str) -> None:  # another node's addresses come from its info: escaped
-            click.echo(escape(line))
-
-        if v6 or not v4:
-            say(other.node_address if other else value.node_address)
-        if v4:
-            say(render.ipv4_node_address(value, other))
-        if show_all and other is None:
-            for entry in value.addresses:
-                say(f"{entry.address}  {entry.interface}")
-        for cable in (other.cables if other else value.addresses_v4) if show_all else ():
-            say(f"{cable.address}  {cable.interface} (cable to {cable.peer})")
+            click.echo(json.dumps(render.ip_json(value, other), indent=2))
+        else:
+            click.echo("\n".join(render.ip_lines(value, other, v4, v6, show_all)))
 
     _run(go)
 
@@ -222,7 +211,7 @@ def ip(
     "chosen",
     default=None,
     metavar="A,B,...",
-    help="only these nodes (names, node ids or node addresses); default: every reachable"
+    help="only these nodes (names, node ids or any of their addresses); default: every reachable"
     " node and this one. Selects, never orders",
 )
 @click.option(
@@ -277,7 +266,10 @@ def hostfile_command(
         )
         for line in made.stderr:
             click.echo(line, err=True)
-        _write(made.text, output)
+        if output is None:
+            click.echo(made.text, nl=False)
+        else:
+            jobfiles.write_whole(made.text, output)
 
     _run(go)
 
@@ -291,23 +283,18 @@ def _host_names() -> list[str]:
     return [name, name.split(".")[0], socket.getfqdn()]
 
 
-def _write(text: str, output: Path | None) -> None:
-    if output is None:
-        click.echo(text, nl=False)
-        return
-    partial = output.with_name(f".{output.name}.partial")
-    partial.write_text(text)
-    partial.replace(output)
-
-
-@main.command()
+@main.command(
+    help="Show the daemon process's own tasks, open files and memory, and what it has done"
+    " since it started. On a terminal each is named in words, memory in MiB; piped, or with"
+    " --json, babblerd's own keys and numbers (docs/protocol.md). The lines:\n\n\b\n"
+    + render.STATS_HELP
+)
 @socket_option
 @click.option(
     "--json", "as_json", is_flag=True, help="as JSON (the default when stdout is not a terminal)"
 )
 @click.pass_context
 def stats(ctx: click.Context, socket_path: Path | None, as_json: bool) -> None:
-    """Show the daemon process's own tasks, open files and memory."""
 
     def go() -> None:
         value = _client(ctx, socket_path).stats()
@@ -466,7 +453,8 @@ def _size(text: str) -> int:
 @click.option(
     "--svg",
     type=click.Path(path_type=Path, dir_okay=False),
-    help="draw throughput against message size into this SVG file (implies --sweep)",
+    help="draw throughput against message size into this SVG file (implies --sweep);"
+    " with --ring each link's rate, the slowest and the sum",
 )
 @click.pass_context
 def bench(
@@ -483,14 +471,17 @@ def bench(
     as_json: bool,
     svg: Path | None,
 ) -> None:
-    """Measure the links to NODE (a name, node id or node address) over TCP: round trips
-    (p50, p99), throughput each way for --duration seconds, and one message of each size
-    from 1 KiB to 1 GiB (time, GB/s), as the original's bandwidth bench. The other node's
-    babblerd answers (its responder, on by default: babblerd --bench).
+    """Measure the links to NODE (a name, node id or any address of it) over TCP: round
+    trips (p50, p99), throughput each way for --duration seconds, and one message of each
+    size from 1 KiB to 1 GiB, a factor of 4 apart (size, time, Gbit/s), timed as exo's MLX
+    bandwidth bench times them (bench/test_mlx_bandwidth.py of exo, the project babbler
+    came from; it says GB/s). The other node's babblerd answers (its responder, on by
+    default: babblerd --bench).
 
     --all measures every reachable node in turn (no sweep unless asked); --ring makes every
-    node send to the next at once, as an all-gather does, to find the slow link. No root
-    needed.
+    node send to the next at once, as an all-gather does, to find the slow link (the slowest
+    and the sum of the rates follow). Every rate is in Gbit/s (10^9 bits a second). No root
+    needed; docs/bench.md.
     """
     if sum((node is not None, every, ring)) != 1:
         raise click.UsageError("give one of NODE, --all or --ring")
@@ -502,7 +493,7 @@ def bench(
         if v4:
             status = bench_cli.over_ipv4(status, node)
         if ring:
-            bench_cli.run_ring(status, duration=duration, port=port, as_json=as_json)
+            bench_cli.run_ring(status, duration=duration, port=port, as_json=as_json, svg=svg)
             return
         bench_cli.run_nodes(
             status,

@@ -66,16 +66,14 @@ def main(config: Path | None, **given: Any) -> tuple[Path | None, dict[str, Any]
 
 
 def run_click(command: click.Command, args: list[str]) -> Any:
-    """What `command` returns for `args`; click's usage errors and Ctrl-C end the process
-    here with click's message and exit code, as its standalone mode would."""
-    try:
-        return command.main(args, prog_name="babblerd", standalone_mode=False)
-    except click.ClickException as error:
-        error.show()
-        sys.exit(error.exit_code)
-    except click.Abort:
-        click.echo("Aborted!", err=True)
-        sys.exit(1)
+    """What `command` returns for `args`; click's errors and Ctrl-C end the process here
+    with click's exit code, as its standalone mode would: a usage error (a bad choice, a
+    typo) in one line, as babblerd's own flag errors are (ui/command.py)."""
+    from babbler.ui.command import click_result  # the slow path: help, errors, completion
+
+    return click_result(
+        lambda: command.main(args, prog_name="babblerd", standalone_mode=False), "babblerd"
+    )
 
 
 def parse(args: list[str]) -> tuple[Path | None, dict[str, Any]]:

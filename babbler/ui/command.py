@@ -1,5 +1,6 @@
-"""What every user-side command shares: a failure is one line and exit 1, and pictures are
-drawn with Graphviz's `dot`."""
+"""What every user-side command shares: a failure is one line and exit 1, a usage error
+(a bad choice, a missing option, a typo) one line and exit 2, and pictures are drawn with
+Graphviz's `dot`."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -27,6 +29,49 @@ def run_command(prog: str, fn: Callable[[], object]) -> None:
         sys.exit(1)
     except KeyboardInterrupt:
         sys.exit(0)
+
+
+def usage_line(error: click.UsageError, prog: str) -> str:
+    """A usage error as one line (click prints three, and a choice missing as a list of
+    tab-indented lines): `prog: what is wrong (see COMMAND --help)`."""
+    path = error.ctx.command_path if error.ctx is not None else prog
+    root = path.split()[0] if path else prog
+    message = " ".join(error.format_message().split()).removesuffix(".")  # one line, always
+    return f"{root}: {message} (see {path} --help)"
+
+
+def print_usage_error(error: click.UsageError, prog: str) -> None:
+    """The usage error on stderr as one line (escaped: it may quote a word from the command
+    line), then exit with click's code (2)."""
+    click.echo(escape(usage_line(error, prog)), err=True)
+    sys.exit(error.exit_code)
+
+
+def click_result(start: Callable[[], Any], prog: str) -> Any:
+    """What `start` (a click command's main, not standalone) returns; its errors and Ctrl-C
+    end the process here with click's exit code, as click's standalone mode would, but a
+    usage error in one line (usage_line)."""
+    try:
+        return start()
+    except click.UsageError as error:
+        print_usage_error(error, prog)
+    except click.ClickException as error:
+        error.show()
+        sys.exit(error.exit_code)
+    except click.Abort:
+        click.echo("Aborted!", err=True)
+        sys.exit(1)
+
+
+class OneLineErrors(click.Group):
+    """A click group whose usage errors are one line (usage_line), as every other failure."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        if not kwargs.get("standalone_mode", True):
+            return super().main(*args, **kwargs)
+        done = {**kwargs, "standalone_mode": False}
+        code = click_result(lambda: super(OneLineErrors, self).main(*args, **done), self.name or "")
+        sys.exit(code if isinstance(code, int) else 0)
 
 
 def versioned(group: click.Group, prog: str, version: str) -> None:

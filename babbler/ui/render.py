@@ -7,10 +7,12 @@ other machines, and a terminal must only print them.
 
 from __future__ import annotations
 
-from ipaddress import IPv4Address, IPv6Address, ip_address
+from ipaddress import IPv4Address, IPv6Address, IPv6Network, ip_address, ip_network
+from textwrap import wrap
 from typing import Any
 
-from babbler.client.model import Node, Status
+from babbler.client.model import Address, Node, Status
+from babbler.core.addressing import owner_of
 from babbler.core.errors import BabblerError
 from babbler.core.graph import Graph
 from babbler.core.printable import escape
@@ -164,15 +166,77 @@ def nodes_json(s: Status) -> list[dict[str, Any]]:
     return [{**n.raw, "next_hop": hops.get(n.node_id)} for n in s.nodes]
 
 
-def render_stats(stats: dict[str, Any], prefix: str = "") -> list[str]:
-    """`babblerctl stats` on a terminal: a `key: value` line each, nested keys dotted."""
-    out = []
+# `babblerctl stats`: each key of babblerd's answer (docs/protocol.md) as people read it,
+# and what it counts (its --help lists them). Counts are since babblerd started.
+STATS = {
+    "pid": ("process id", "babblerd's process id"),
+    "tasks": ("tasks", "trio tasks running in babblerd (one only growing is a leak)"),
+    "open_fds": ("open files", "file descriptors babblerd holds open (sockets included)"),
+    "rss_bytes": ("memory", "resident memory (on macOS the peak)"),
+    "clients": ("clients", "programs connected to the public socket now"),
+    "babeld_lines_in": ("babeld lines read", "lines read from babeld's control socket"),
+    "babeld_repeats": (
+        "babeld repeats dropped",
+        "of those, lines dropped as identical repeats of the entry babblerd already had",
+    ),
+    "babeld_held": (
+        "neighbour changes held",
+        "neighbour changes that waited in the reader because no monitor or watch client was"
+        " connected (applied when the table is next read)",
+    ),
+    "info_asks": ("node info asks made", "node info asked of other nodes"),
+    "info_answers": ("node info answers given", "node info asks of other nodes answered"),
+    "info_pushes": ("node info pushes made", "this node's info pushed to others on change"),
+    "info_pushed": ("node info pushes taken", "other nodes' infos pushed to this one"),
+    "counters_asks": (
+        "counters asks made",
+        "link counters asked of other nodes (only while a live view is open)",
+    ),
+    "counters_answers": ("counters answers given", "link counters asks of other nodes answered"),
+    "items_out": (
+        "lines queued to clients",
+        "live lines and events queued to clients, once per client",
+    ),
+}
+STATS_HELP = "\n".join(
+    "\n".join(
+        wrap(f"{label}: {meaning}", 76, initial_indent=f"{key:<16} ", subsequent_indent=" " * 17)
+    )
+    for key, (label, meaning) in STATS.items()
+)  # babblerctl stats --help: key, name and meaning, in 80 columns
+
+
+def _stat(key: str, value: Any) -> str:
+    if key == "rss_bytes" and isinstance(value, int):
+        return f"{value / (1 << 20):.1f} MiB"
+    if isinstance(value, int) and not isinstance(value, bool) and key != "pid":
+        return f"{value:,}"
+    return str(value)
+
+
+def render_stats(stats: dict[str, Any]) -> list[str]:
+    """`babblerctl stats` on a terminal: a line each, named and in units as people read
+    them (STATS; a key it does not know as babblerd said it), nested keys dotted."""
+    rows = _stat_rows(stats, "")
+    width = max((len(name) for name, _ in rows), default=0)
+    return [escape(f"{name + ':':<{width + 1}} {value}") for name, value in rows]
+
+
+def _stat_rows(stats: dict[str, Any], prefix: str) -> list[tuple[str, str]]:
+    rows = []
     for key, value in stats.items():
         if isinstance(value, dict):
-            out += render_stats(value, f"{prefix}{key}.")
+            rows += _stat_rows(value, f"{prefix}{key}.")
         else:
-            out.append(escape(f"{prefix}{key}: {value}"))
-    return out
+            name = STATS[key][0] if not prefix and key in STATS else f"{prefix}{key}"
+            rows.append((name, _stat(key, value)))
+    return rows
+
+
+def babeld_version(version: str | None) -> str:
+    """babeld's version as it follows the word babeld: `1.12.1` (babeld -V says
+    `babeld-1.12.1`), `-` when unknown."""
+    return text(version.removeprefix("babeld-") if version else None)
 
 
 def render_status(s: Status, routes: bool = False) -> str:
@@ -183,7 +247,7 @@ def render_status(s: Status, routes: bool = False) -> str:
     lines = [
         f"node {s.node_id}" + (f" ({s.name})" if s.name else "") + f"  address {s.node_address}",
         f"mode {s.mode}  mesh {s.mesh}  {keyed}  other clients {s.clients}",
-        f"babeld {text(b.version)}  pid {text(b.pid)}  "
+        f"babeld {babeld_version(b.version)}  pid {text(b.pid)}  "
         f"restarts {b.restarts}  router id {text(b.my_id)}",
     ]
     if not b.found:
@@ -274,19 +338,53 @@ def _address(text: str | None) -> IPv6Address | IPv4Address | None:
         return None
 
 
+def link_addresses(s: Status, node: Node | None = None) -> list[Address]:
+    """This node's IPv6 link addresses (`status.addresses`), or `node`'s: the /128s of its
+    range its babeld announces, read from babeld's routes here (its node info does not list
+    them, so their link is not known: interface "")."""
+    if node is None:
+        return list(s.addresses)
+    found: set[IPv6Address] = set()
+    for route in s.routes:
+        try:
+            prefix = ip_network(route.prefix or "")
+        except ValueError:
+            continue
+        mine = isinstance(prefix, IPv6Network) and f"{owner_of(prefix) or 0:012x}" == node.node_id
+        if mine and prefix.prefixlen == 128:
+            found.add(IPv6Address(prefix.network_address))
+    found.discard(IPv6Address(node.node_address))
+    return [Address("", str(address)) for address in sorted(found)]
+
+
+def _addresses_of(s: Status) -> list[tuple[str, str | None, list[str | None]]]:
+    """(node id, name, every address it is known by) for this node and each other one:
+    node addresses, link addresses, cable addresses, and a neighbour's link-local."""
+    me: list[str | None] = [s.node_address, s.node_address_v4]
+    me += [a.address for a in s.addresses] + [c.address for c in s.addresses_v4]
+    out: list[tuple[str, str | None, list[str | None]]] = [(s.node_id, s.name, me)]
+    for n in s.nodes:
+        known: list[str | None] = [n.node_address, n.node_address_v4]
+        known += [c.address for c in n.cables] + [a.address for a in link_addresses(s, n)]
+        known += [m.address for m in s.neighbours if m.node_id == n.node_id]
+        out.append((n.node_id, n.name, known))
+    return out
+
+
 def node_id(s: Status, what: str) -> str:
     """The node id of the node `what` names: this node or another that status lists, by name,
-    node id or node address. Raises BabblerError (one text for every command)."""
-    address = _address(what)
-    for ident, name, *addresses in [
-        (s.node_id, s.name, s.node_address, s.node_address_v4),
-        *((n.node_id, n.name, n.node_address, n.node_address_v4) for n in s.nodes),
-    ]:
-        if what in (name, ident) or (
-            address is not None and any(address == _address(a) for a in addresses)
-        ):
+    node id (any case), node address, or any address of its links and cables. Raises
+    BabblerError (one text for every command)."""
+    address = _address(what.split("%")[0])  # fe80::1%v1x2 as ip prints it
+    for ident, name, addresses in _addresses_of(s):
+        if what == name or what.casefold() == ident.casefold():
             return ident
-    raise BabblerError(f"no node {what!r} (a name, node id or node address: babblerctl nodes)")
+        if address is not None and any(address == _address(a) for a in addresses):
+            return ident
+    raise BabblerError(
+        f"no node {what!r} (a name, node id or node address, or an address of its links or"
+        " cables: babblerctl nodes)"
+    )
 
 
 def find_node(s: Status, node_id: str) -> Node | None:
@@ -321,3 +419,44 @@ def ipv4_node_address(s: Status, node: Node | None = None) -> str:
     if s.ipv4_prefix is None and s.ipv4_problem is None:
         raise BabblerError("IPv4 is off on this node (babblerd --ipv4-prefix off)")
     raise BabblerError(f"IPv4 refused: {s.ipv4_problem or 'no IPv4 node address yet'}")
+
+
+def ip_lines(s: Status, node: Node | None, v4: bool, v6: bool, every: bool) -> list[str]:
+    """`babblerctl ip`: this node's addresses, or `node`'s, a line each (escaped). The node
+    address of each family asked (-4, -6; IPv6 alone when neither, both with `every`); with
+    `every` also each link's IPv6 address and each cable's IPv4 one, of those families.
+    Raises BabblerError when -4 asks for an IPv4 node address there is none of."""
+    asked_v4 = v4
+    if not v4 and not v6:
+        v4, v6 = every, True
+    label = "  node address" if every else ""
+    lines = []
+    if v6:
+        lines.append(f"{node.node_address if node else s.node_address}{label}")
+    if v4 and (asked_v4 or (node.node_address_v4 if node else s.node_address_v4)):
+        lines.append(f"{ipv4_node_address(s, node)}{label}")  # -4 without one: why not
+    if every and v6:
+        whose = f"a link of {node.label}" if node else ""
+        lines += [f"{a.address}  {a.interface or whose}" for a in link_addresses(s, node)]
+    if every and v4:
+        cables = node.cables if node else s.addresses_v4
+        lines += [f"{c.address}  {c.interface} (cable to {c.peer})" for c in cables]
+    return [escape(line) for line in lines]  # another node's come from its info
+
+
+def ip_json(s: Status, node: Node | None) -> dict[str, Any]:
+    """`babblerctl ip --json`: every address of this node or of `node`."""
+    return {
+        "node_id": node.node_id if node else s.node_id,
+        "name": node.name if node else s.name,
+        "node_address": node.node_address if node else s.node_address,
+        "node_address_v4": node.node_address_v4 if node else s.node_address_v4,
+        "addresses": [
+            {"interface": a.interface or None, "address": a.address}
+            for a in link_addresses(s, node)
+        ],
+        "cables": [
+            {"interface": c.interface, "address": c.address, "peer": c.peer}
+            for c in (node.cables if node else s.addresses_v4)
+        ],
+    }

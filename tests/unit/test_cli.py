@@ -29,7 +29,11 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
         (["--interface", ""], "babblerd: --interface: empty interface name pattern"),
         (["--node-id", "12345"], "babblerd: --node-id: node id must be 12 hex digits"),
         (["--hello-interval", "fast"], "babblerd: --hello-interval: expected a number"),
-        (["--mode", "never"], "Invalid value for '--mode'"),
+        (
+            ["--mode", "never"],
+            "babblerd: Invalid value for '--mode': 'never' is not one of 'on-demand', 'always'",
+        ),
+        (["--moed", "always"], "babblerd: No such option '--moed'"),
     ],
 )
 def test_bad_flags_exit_2_naming_the_problem_and_touch_nothing(
@@ -48,6 +52,7 @@ def test_bad_flags_exit_2_naming_the_problem_and_touch_nothing(
     )
     assert result.returncode == 2, result.stderr
     assert message in result.stderr
+    assert len(result.stderr.splitlines()) == 1, result.stderr  # one line, as every error
     assert not run_dir.exists() and not (tmp_path / "s").exists()
 
 
@@ -260,6 +265,26 @@ def test_bench_usage_errors_name_the_problem_before_connecting(tmp_path: Path) -
         assert result.exit_code == 2 and message in result.output, (args, result.output)
     result = runner.invoke(babblerctl, ["--socket", absent, "bench", "n2"])
     assert result.exit_code == 1 and "babblerd is not running" in result.output
+
+
+def test_usage_errors_are_one_line_listing_the_choices() -> None:
+    from click.testing import CliRunner
+
+    from babbler.ctl.main import main as babblerctl
+
+    cases = {
+        ("hostfile",): "babblerctl: Missing option '--format'. Choose from: mlx, jaccl, torch,"
+        " env, llama-rpc, hosts (see babblerctl hostfile --help)",
+        ("hostfile", "--format", "nope"): "babblerctl: Invalid value for '--format': 'nope' is"
+        " not one of 'mlx', 'jaccl', 'torch', 'env', 'llama-rpc', 'hosts'",
+        ("status", "--bogus"): "babblerctl: No such option '--bogus'",
+        ("nosuch",): "babblerctl: No such command 'nosuch' (see babblerctl --help)",
+    }
+    for args, message in cases.items():
+        result = CliRunner().invoke(babblerctl, ["--socket", "/nonexistent", *args])
+        assert result.exit_code == 2, (args, result.output)
+        assert result.output.startswith(message), (args, result.output)
+        assert len(result.output.splitlines()) == 1, (args, result.output)
 
 
 def test_keygen_makes_the_directory_and_dash_prints_the_key(tmp_path: Path) -> None:

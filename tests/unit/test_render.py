@@ -3,6 +3,8 @@ included, and one error text."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -131,4 +133,125 @@ def test_path_and_nodes_as_data_and_stats_as_lines() -> None:
     assert (p["from"], p["to"], p["hops"], p["metric"]) == ("n1", "n2", 1, 32)
     assert p["steps"] == [{"from": "n1", "interface": "v1x2", "cost": 32, "to": "n2"}]
     assert nodes_json(typed(value))[0]["next_hop"] == "n2"
-    assert render_stats({"tasks": 3, "memory": {"rss_mb": 40}}) == ["tasks: 3", "memory.rss_mb: 40"]
+    assert render_stats({"tasks": 3, "memory": {"rss_mb": 40}}) == [
+        "tasks:         3",
+        "memory.rss_mb: 40",
+    ]
+
+
+def test_status_names_babeld_once_before_its_version() -> None:
+    shown = render_status(typed({}))  # babeld's own "babeld-1.12.1"
+    assert "babeld 1.12.1  pid 123" in shown and "babeld babeld" not in shown, shown
+
+
+def mesh() -> dict[str, Any]:
+    """n1 (samples.STATUS: a link eth1 with an IPv6 and a cable address) and n2, whose own
+    link addresses come only from babeld's routes (its info does not list them)."""
+    n2 = "fde0:20c6:1fa7:ffff:aaaa:bbbb:cccc"
+    route = {"router_id": "x", "metric": 32, "refmetric": 0, "installed": True}
+    route |= {"via": "fe80::2", "interface": "eth1"}
+    return {
+        "neighbours": [{"address": "fe80::2", "interface": "eth1", "node_id": "aaaabbbbcccc"}],
+        "routes": [
+            {**route, "prefix": f"{n2}:0/128"},  # its node address
+            {**route, "prefix": f"{n2}:2/128"},
+            {**route, "prefix": f"{n2}:1/128", "installed": False},  # another router's too
+            {**route, "prefix": f"{n2}:1/128"},
+            {**route, "prefix": "fde0:20c6:1fa7:ffff:0:0:9:1/128"},  # a third node's
+        ],
+        "nodes": [
+            {
+                "node_id": "aaaabbbbcccc",
+                "cables": [
+                    {"interface": "eth3", "address": "10.77.168.99", "peer": "10.77.168.98"}
+                ],
+            }
+        ],
+    }
+
+
+def test_a_node_is_found_by_its_id_in_any_case_and_by_any_of_its_addresses() -> None:
+    s = typed(mesh())
+    for what in (
+        "AAAABBBBCCCC",  # as a person may type it off a label
+        "fde0:20c6:1fa7:ffff:aaaa:bbbb:cccc:1",  # a link's IPv6 address
+        "FDE0:20C6:1FA7:FFFF:AAAA:BBBB:CCCC:2",
+        "10.77.168.99",  # its end of a cable
+        "fe80::2%eth1",  # as the neighbour babeld met
+    ):
+        assert node_id(s, what) == "aaaabbbbcccc", what
+    for what in ("1A2B3C4D5E6F", "fde0:20c6:1fa7:ffff:1a2b:3c4d:5e6f:1", "10.77.168.98"):
+        assert node_id(s, what) == "1a2b3c4d5e6f", what
+    with pytest.raises(BabblerError, match="no node 'N2'"):
+        node_id(s, "N2")  # names are as the node says them
+
+
+def test_ip_all_lists_every_address_of_both_families_and_4_or_6_filter_by_family() -> None:
+    from babbler.ui.render import find_node, ip_json, ip_lines
+
+    s = typed(mesh())
+    assert ip_lines(s, None, False, False, True) == [
+        "fde0:20c6:1fa7:ffff:1a2b:3c4d:5e6f:0  node address",
+        "10.77.44.75  node address",  # the one jobs use
+        "fde0:20c6:1fa7:ffff:1a2b:3c4d:5e6f:1  eth1",
+        "10.77.168.98  eth1 (cable to 10.77.168.99)",
+    ]
+    assert ip_lines(s, None, True, False, True) == [
+        "10.77.44.75  node address",
+        "10.77.168.98  eth1 (cable to 10.77.168.99)",
+    ]
+    assert ip_lines(s, None, False, True, True) == [
+        "fde0:20c6:1fa7:ffff:1a2b:3c4d:5e6f:0  node address",
+        "fde0:20c6:1fa7:ffff:1a2b:3c4d:5e6f:1  eth1",
+    ]
+    assert ip_lines(s, None, False, False, False) == ["fde0:20c6:1fa7:ffff:1a2b:3c4d:5e6f:0"]
+    assert ip_lines(s, None, True, False, False) == ["10.77.44.75"]
+    n2 = find_node(s, "aaaabbbbcccc")
+    assert ip_lines(s, n2, False, False, True) == [
+        "fde0:20c6:1fa7:ffff:aaaa:bbbb:cccc:0  node address",
+        "10.77.98.201  node address",
+        "fde0:20c6:1fa7:ffff:aaaa:bbbb:cccc:1  a link of n2",
+        "fde0:20c6:1fa7:ffff:aaaa:bbbb:cccc:2  a link of n2",
+        "10.77.168.99  eth3 (cable to 10.77.168.98)",
+    ]
+    answer = ip_json(s, n2)
+    assert [a["address"] for a in answer["addresses"]] == [
+        "fde0:20c6:1fa7:ffff:aaaa:bbbb:cccc:1",
+        "fde0:20c6:1fa7:ffff:aaaa:bbbb:cccc:2",
+    ]
+    assert answer["cables"][0]["address"] == "10.77.168.99"
+
+
+def test_ip_all_without_ipv4_leaves_it_out_and_minus_4_says_why() -> None:
+    from babbler.ui.render import ip_lines
+
+    s = typed({"ipv4_prefix": None, "node_address_v4": None, "addresses_v4": []})
+    assert ip_lines(s, None, False, False, True) == [
+        "fde0:20c6:1fa7:ffff:1a2b:3c4d:5e6f:0  node address",
+        "fde0:20c6:1fa7:ffff:1a2b:3c4d:5e6f:1  eth1",
+    ]
+    with pytest.raises(BabblerError, match="IPv4 is off"):
+        ip_lines(s, None, True, False, True)
+
+
+def test_stats_on_a_terminal_are_named_in_words_and_units_and_help_explains_each() -> None:
+    from click.testing import CliRunner
+
+    from babbler.ctl.main import main as babblerctl
+    from babbler.ui.render import STATS, render_stats
+
+    said = {"pid": 7, "rss_bytes": 43204608, "babeld_lines_in": 12345, "babeld_held": 2}
+    assert render_stats(said | {"newer_key": 1}) == [
+        "process id:             7",
+        "memory:                 41.2 MiB",
+        "babeld lines read:      12,345",
+        "neighbour changes held: 2",
+        "newer_key:              1",  # a key from a newer babblerd, as it said it
+    ]
+    shown = " ".join(CliRunner().invoke(babblerctl, ["stats", "--help"]).output.split())
+    for key, (label, meaning) in STATS.items():
+        assert f"{key} {label}: {meaning}" in shown, key
+    protocol = (Path(__file__).parents[2] / "docs" / "protocol.md").read_text()
+    row = next(line for line in protocol.splitlines() if line.startswith("| `stats` |"))
+    listed = re.findall(r'"(\w+)"', row[row.index("{") : row.index("}")])
+    assert "babeld_held" in listed and sorted(listed) == sorted(STATS)  # every key explained
