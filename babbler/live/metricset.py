@@ -245,7 +245,7 @@ def _neighbours(out: _Families, status: Mapping[str, Any]) -> None:
         out.add("babbler_neighbour_cost", neighbour.get("cost"), *labels)
         rtt = _number(neighbour.get("rtt"))
         if rtt is not None:
-            out.add("babbler_neighbour_rtt_seconds", rtt / 1000, *labels)
+            out.add("babbler_neighbour_rtt_seconds", round(rtt / 1000, 9), *labels)  # ms
 
 
 def _reach(value: object) -> float | None:
