@@ -171,6 +171,40 @@ def inet_routes(netstat_text: str) -> list[HostRoute]:
     ]
 
 
+# `netstat -ibn`'s columns of a link's counters (network_cmds' if.c), and the names status
+# gives them (Linux's sysfs names: host/sysfs.py STATISTICS).
+NETSTAT_COUNTERS = {
+    "Ipkts": "rx_packets",
+    "Ibytes": "rx_bytes",
+    "Opkts": "tx_packets",
+    "Obytes": "tx_bytes",
+}
+
+
+def link_counters(netstat_text: str) -> dict[str, dict[str, int]]:
+    """`netstat -ibn` -> each interface's counters {rx_bytes, tx_bytes, rx_packets,
+    tx_packets}. netstat prints a row per address of an interface, each repeating the
+    interface's counters; the `<Link#N>` row is the interface's own (its Address column,
+    the MAC, is empty on lo0, utun and the like), and a name ends in `*` while the interface
+    is down. The numbers are read from the end of the row, where the header puts them: the
+    Network and Address columns may be empty or run together when an address is long.
+    Rows that do not read as numbers are left out, never guessed."""
+    columns: list[str] = []
+    found: dict[str, dict[str, int]] = {}
+    for line in netstat_text.splitlines():
+        fields = line.split()
+        if fields[:2] == ["Name", "Mtu"]:
+            columns = fields[fields.index("Address") + 1 :] if "Address" in fields else []
+            continue
+        if not columns or len(fields) < 3 + len(columns) or not fields[2].startswith("<Link#"):
+            continue
+        values = dict(zip(columns, fields[-len(columns) :], strict=True))
+        said = {key: values.get(column, "") for column, key in NETSTAT_COUNTERS.items()}
+        if all(v.isascii() and v.isdigit() for v in said.values()):
+            found.setdefault(fields[0].removesuffix("*"), {k: int(v) for k, v in said.items()})
+    return found
+
+
 MEDIA_SPEED = re.compile(r"\((\d+(?:\.\d+)?)(G?)base", re.IGNORECASE)
 
 

@@ -41,6 +41,10 @@ class Platform:
     # The command that names the route to an address (`babblerctl doctor --probe`): the
     # address is its last argument.
     route_get: tuple[str, ...] = ("ip", "route", "get")
+    # How each link's byte and packet counters are read (daemon/counters.py): None from
+    # sysfs (/sys/class/net/IF/statistics: a few file reads), else this command's output
+    # (macOS has no such files: `netstat -ibn`, read by core/darwin_output.py).
+    counters_command: tuple[str, ...] | None = None
 
 
 SOCKET_NAME = "babblerd.sock"  # the public socket, in the run directory
@@ -84,6 +88,7 @@ MACOS = Platform(
         " /Library/LaunchDaemons/org.babbler.babblerd.plist, or sudo babblerd"
     ),
     route_get=("route", "-n", "get"),
+    counters_command=("netstat", "-ibn"),
 )
 PLATFORMS = {platform.key: platform for platform in (LINUX, MACOS)}
 

@@ -8,6 +8,7 @@ of those into events for what changed; `entry_event` is the event for one table 
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +49,10 @@ class Facts:
     kernel_problem: str | None = None  # the kernel failed the last pass (core/kernelhealth.py)
     platform: str = "linux"  # what babblerd acts as (core/platform.py Platform.key)
     rdma: dict[str, Any] | None = None  # macOS: RDMA readiness (core/rdma.py); None: Linux
+    # Each link's counters as last read (daemon/counters.py: None where not readable), and
+    # this node's monotonic clock then; None: not read. In `status` only: never an event.
+    counters: Mapping[str, dict[str, int] | None] = field(default_factory=dict)
+    counters_at: float | None = None
 
 
 def addresses(facts: Facts) -> list[dict[str, str]]:
@@ -77,6 +82,12 @@ def interfaces(facts: Facts) -> list[dict[str, Any]]:
         }
         for link in selected_links(facts.links, facts.selector)
     ]
+
+
+def with_counters(facts: Facts, listed: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`interfaces` as `status` shows them: each with its counters (null where not read).
+    Kept out of `interfaces` itself, which `watch` compares: a counter moves all the time."""
+    return [{**item, "counters": facts.counters.get(item["name"])} for item in listed]
 
 
 def unmatched_globs(links: Links, selector: Selector) -> list[str]:
@@ -123,7 +134,8 @@ def status(facts: Facts) -> dict[str, Any]:
         "mesh": facts.mesh,
         "babeld": facts.babeld,
         "addresses": addresses(facts),
-        "interfaces": interfaces(facts),
+        "interfaces": with_counters(facts, interfaces(facts)),
+        "counters_at": facts.counters_at,
         "node_address": str(node_address(facts.node_id)),
         "neighbours": [
             {**view, "node_id": nodes.get((view["address"], view["interface"]))}

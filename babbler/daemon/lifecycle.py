@@ -104,6 +104,7 @@ class Daemon:
             answered=lambda node, info: self.reconcile.node_answered(node, info),
             hold=lambda: down_hold(self.config),
             links_changed=links_changed,
+            counters=lambda: self.view.counters_entry(),
         )
         self.host = HostCare(
             kernel,
@@ -180,6 +181,7 @@ class Daemon:
             ),
             early,
             node_counts=lambda: self.nodes.counts,
+            viewer=self.nodes.viewer,
         )
         self.responder = responder.Place(
             config=lambda: self.config,

@@ -34,6 +34,14 @@ class View(Protocol):
         """`clients` counts the connections other than `asker`."""
         ...
 
+    async def read_counters(self) -> None:
+        """Read the link counters the next `status` or `counters` shows."""
+        ...
+
+    def counters_answer(self) -> dict[str, Any]:
+        """The `counters` request's object; the asker is a viewer from now on."""
+        ...
+
 
 Handler = Callable[[Client, Hub, View], None]
 
@@ -44,6 +52,8 @@ class Request:
     handler: Handler
     # How the answer ends: "status" (one ok/no/bad line), "stream" (never), "close".
     ends: str = "status"
+    # The link counters are read (awaited, bounded: daemon/counters.py) before the handler.
+    reads_counters: bool = False
 
 
 def _lines(lines: list[str], status: str = "ok") -> str:
@@ -96,6 +106,10 @@ def _stats(client: Client, hub: Hub, view: View) -> None:
     client.offer(encode_json(stats) + "\nok\n")
 
 
+def _counters(client: Client, hub: Hub, view: View) -> None:
+    client.offer(encode_json(view.counters_answer()) + "\nok\n")
+
+
 def _help(client: Client, hub: Hub, view: View) -> None:
     client.offer(_lines(help_lines()))
 
@@ -113,9 +127,20 @@ REQUESTS: dict[str, Request] = {
         "the same as dump, then live add|change|flush lines until unmonitor", _monitor
     ),
     "unmonitor": Request("stop the live lines of monitor", _unmonitor),
-    "status": Request("one JSON object with the node's state, then ok", _status),
+    "status": Request(
+        "one JSON object with the node's state, then ok", _status, reads_counters=True
+    ),
     "watch": Request(
-        "one JSON snapshot line, then one JSON event per line, live", _watch, ends="stream"
+        "one JSON snapshot line, then one JSON event per line, live",
+        _watch,
+        ends="stream",
+        reads_counters=True,
+    ),
+    "counters": Request(
+        "one JSON object with each link's bytes and packets of this node and, while"
+        " someone asks each second, of the other nodes; then ok",
+        _counters,
+        reads_counters=True,
     ),
     "stats": Request(
         "one JSON object on the daemon process (tasks, open fds, memory, lines in and out),"

@@ -94,6 +94,8 @@ async def _read_requests(stream: trio.SocketStream, client: Client, hub: Hub, vi
         if name is None:
             continue
         request = REQUESTS[name]
+        if request.reads_counters:
+            await view.read_counters()
         request.handler(client, hub, view)
         if request.ends == "close":
             return

@@ -1,5 +1,6 @@
 """The daemon as clients and other nodes read it: the greeting, babeld's table, the counters,
-`status` and this node's info answer (requests.View, nodes/answer.py); and what subscribers
+`status`, the link counters (ours and, while a client looks, the other nodes') and this
+node's info answer (requests.View, nodes/answer.py); and what subscribers
 are told as it changes: babeld's lines to `monitor`, table and node-level events to `watch`.
 
 It reads the daemon's parts (the mesh supervisor, identity, IPv4, the node book, the
@@ -11,6 +12,7 @@ the `publish_*` calls do.
 from __future__ import annotations
 
 import socket
+import time
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -20,18 +22,20 @@ import trio
 
 from babbler import __version__
 from babbler.core import views
-from babbler.core.addressing import node_address
+from babbler.core.addressing import format_node_id, node_address
 from babbler.core.config import Config
 from babbler.core.kernelhealth import KernelHealth
-from babbler.core.links import Link, Selector
+from babbler.core.links import Link, Selector, selected_links
 from babbler.core.table import Applied
 from babbler.daemon.babeld.launch import found
+from babbler.daemon.counters import CountersReader
 from babbler.daemon.early import Early
 from babbler.daemon.fanout import Hub
 from babbler.daemon.identity import Identity
 from babbler.daemon.ipv4_service import Ipv4Service
 from babbler.daemon.mesh import Fact, Mesh
 from babbler.daemon.nodes import answer as nodeinfo
+from babbler.daemon.nodes.viewer import Viewer
 
 log = structlog.get_logger("babbler.daemon")
 
@@ -46,8 +50,15 @@ class Host:
 
 
 # `stats`: node info exchanges since start (info asked of others, answers given, pushes
-# made, pushes taken in)
-NODE_COUNTS = ("info_asks", "info_answers", "info_pushes", "info_pushed")
+# made, pushes taken in), and link counters asked of others and given to them
+NODE_COUNTS = (
+    "info_asks",
+    "info_answers",
+    "info_pushes",
+    "info_pushed",
+    "counters_asks",
+    "counters_answers",
+)
 
 
 class View:
@@ -64,6 +75,8 @@ class View:
         host: Host,
         early: Early | None,
         node_counts: Callable[[], Mapping[str, int]] = dict,
+        link_counters: CountersReader | None = None,
+        viewer: Viewer | None = None,
     ) -> None:
         self._config = config
         self._keyed = keyed
@@ -79,6 +92,9 @@ class View:
         self._watch_filter = views.WatchFilter()  # what of babeld's table `watch` is sent
         self._published: dict[str, Any] = {}
         self._babeld_found = False
+        # this node's link counters, read per request (status, counters, other nodes' asks)
+        self._link_counters = link_counters or CountersReader(config().platform)
+        self._viewer = viewer  # other nodes' counters while a client looks (nodes/viewer.py)
         self.started = 0.0  # trio time the daemon began to serve (the info answer's uptime)
         self.find_babeld()
 
@@ -128,6 +144,39 @@ class View:
             **{key: self._node_counts().get(key, 0) for key in NODE_COUNTS},
         }
 
+    async def read_counters(self) -> None:
+        """Read this node's link counters (those `status.interfaces` lists), for the
+        request that follows: `status` and `counters` show this reading."""
+        links = selected_links(self._host.links(), self.selector)
+        await self._link_counters.read(link.name for link in links)
+
+    async def counters_entry(self) -> dict[str, Any]:
+        """This node's counters as another node's `counters` ask is answered."""
+        await self.read_counters()
+        reading = self._link_counters.latest
+        return {
+            "node_id": format_node_id(self._identity.node_id),
+            "at": round(reading.at, 6) if reading else round(time.monotonic(), 6),
+            "interfaces": reading.interfaces() if reading else [],
+        }
+
+    def counters_answer(self) -> dict[str, Any]:
+        """The `counters` request (after `read_counters`): this node's reading, then the
+        other nodes' that came while someone looked; the asker is a viewer from now on
+        for nodes/viewer.VIEWER_HOLD."""
+        now = time.monotonic()
+        if self._viewer is not None:
+            self._viewer.asked()
+        reading = self._link_counters.latest
+        own = {
+            "node_id": format_node_id(self._identity.node_id),
+            "at": round(reading.at, 6) if reading else round(now, 6),
+            "age_s": round(max(0.0, now - reading.at), 3) if reading else 0.0,
+            "interfaces": reading.interfaces() if reading else [],
+        }
+        others = self._viewer.entries() if self._viewer is not None else []
+        return {"at": round(now, 6), "nodes": [own, *others]}
+
     def find_babeld(self) -> None:
         """Whether babeld is installed, looked up per babeld start and on reload (so one
         installed later is seen), never per `status`: a walk over PATH each time."""
@@ -142,6 +191,7 @@ class View:
         made it anew: 63 a minute and more on a node of a 64-ring). A read: it publishes
         nothing (`settle` first for what babeld said last)."""
         node, config = self._identity.node, self._config()
+        reading = self._link_counters.latest
         return views.Facts(
             version=__version__,
             node_id=node.value,
@@ -165,6 +215,8 @@ class View:
             kernel_problem=self._kernel_health.problem,
             platform=config.platform.key,
             rdma=self._host.rdma(),
+            counters=dict(reading.links) if reading is not None else {},
+            counters_at=round(reading.at, 6) if reading is not None else None,
         )
 
     def status(self, asker: object = None) -> dict[str, Any]:

@@ -57,6 +57,23 @@ def read_speed(path: Path) -> int | None:
     return value if value > 0 else None
 
 
+# A link's counters, as /sys/class/net/IF/statistics names its files (and status says them).
+STATISTICS = ("rx_bytes", "tx_bytes", "rx_packets", "tx_packets")
+
+
+def read_counters(name: str) -> dict[str, int] | None:
+    """A link's byte and packet counters since it was made (the kernel's 64-bit ones), or
+    None when sysfs does not have them (the link went, sysfs is elsewhere)."""
+    base = SYSFS_NET / name / "statistics"
+    counters = {}
+    for key in STATISTICS:
+        value = _read_int(base / key)
+        if value is None or value < 0:
+            return None
+        counters[key] = value
+    return counters
+
+
 def _read_int(path: Path, base: int = 10) -> int | None:
     try:
         return int(path.read_text().strip(), base)

@@ -21,7 +21,7 @@ from babbler.core import darwin_output as parse
 from babbler.core.ipv4 import DEFAULT_PREFIX, clash
 from babbler.lab.macos import shims
 from babbler.lab.macos.commands import USAGE, Answer, Rdma, answer
-from babbler.lab.macos.output import Address, Bus, Iface, Port, Route
+from babbler.lab.macos.output import Address, Bus, Counters, Iface, Port, Route
 from babbler.lab.macos.server import open_server
 
 TB_DEVICES = (("rdma_en2", "e0c5797d9c8fac05"), ("rdma_en3", "e1c5797d9c8fac05"))
@@ -37,8 +37,13 @@ class MemoryHost:
     done: list[tuple[object, ...]] = field(default_factory=list)
     mac: Rdma = field(default_factory=lambda: Rdma("26.2", "enabled", TB_DEVICES))
 
+    counted: dict[str, Counters] = field(default_factory=dict)
+
     def ifaces(self) -> list[Iface]:
         return self.links
+
+    def counters(self) -> dict[str, Counters]:
+        return self.counted
 
     def routes(self, family: int) -> list[Route]:
         return [r for r in self.table if r.destination.version == family]
@@ -407,7 +412,8 @@ def test_sysctl_reads_and_writes_as_macos_prints_it() -> None:
 @pytest.mark.parametrize(
     "line",
     [
-        "netstat -ibn",
+        "netstat -ib",
+        "netstat -ibnd",
         "ifconfig en2 inet6 fde0::1/128 pltime 0 delete",
         "ifconfig en2 media 10GbaseT",
         "ifconfig bridge9 create",  # not "bridge9 does not exist": the lab creates none

@@ -59,11 +59,13 @@ def _check(schema: dict[str, Any]) -> Callable[[Any], None]:
     return check
 
 
+COUNTERS = json.loads((ROOT / "docs" / "schema" / "counters.schema.json").read_text())
 STATUS_EXAMPLE = ("protocol.md", "`status`")
 # (page, section) -> what its JSON example must match
 SCHEMA_OF: dict[tuple[str, str], Callable[[Any], None]] = {
     STATUS_EXAMPLE: check_status,
     ("protocol.md", "Node info (between nodes)"): check_node_info,
+    ("protocol.md", "`counters`"): _check(COUNTERS),
     ("jobs.md", "MLX's ring backend"): _check(MLX_RING),
     ("jobs.md", "MLX's jaccl backend (Thunderbolt RDMA, macOS 26.2 and later)"): _check(JACCL),
 }

@@ -28,8 +28,10 @@ def test_status_has_every_contract_key_and_only_our_addresses() -> None:
             "brought_up": False,
             "mtu": None,
             "max_mtu": None,
+            "counters": None,  # not read: the daemon reads them per request
         }
     ]
+    assert status["counters_at"] is None
     assert status["node_address"] == "fde0:20c6:1fa7:ffff:1a2b:3c4d:5e6f:0"
     assert status["keyed"] is False and status["unmatched_globs"] == []
     assert [r["prefix"] for r in status["routes"]] == ["fde0:20c6:1fa7:ffff:2::1/128"]

@@ -22,6 +22,7 @@ from babbler.core.views import Facts, interfaces, neighbour_nodes
 ANSWER_CAP = 16 * 1024  # bytes, newline included
 REQUEST = b"info"
 PUSH = b"push"  # then the pusher's own info, one JSON line (docs/protocol.md)
+COUNTERS = b"counters"  # the answer: this node's link counters, one JSON line
 
 
 def neighbours(facts: Facts) -> list[dict[str, Any]]:
@@ -82,9 +83,29 @@ def encode(value: dict[str, Any]) -> bytes:
             return data[: ANSWER_CAP - 1] + b"\n"
 
 
+def encode_counters(value: dict[str, Any]) -> bytes:
+    """A `counters` answer as one JSON line, never over ANSWER_CAP (about 140 links): the
+    links beyond are left out (`truncated`)."""
+    value = dict(value)
+    while True:
+        data = (json.dumps(value, separators=(",", ":")) + "\n").encode()
+        if len(data) <= ANSWER_CAP or not value["interfaces"]:
+            return data
+        value["truncated"] = True
+        value["interfaces"] = value["interfaces"][: len(value["interfaces"]) // 2]
+
+
 def from_the_mesh(source: IPv6Address) -> bool:
     """Only nodes of the mesh may ask (their mesh addresses are the sources)."""
     return source in MESH_PREFIX
+
+
+# `counters` asks taken from one source: a viewer asks each node once a second, with a
+# little room for a late one. On top of the bucket every connection of a source takes from
+# (`RateLimit()`'s 2 a second, info's and pushes' too): at one ask a second a viewer leaves
+# half of that to node info, and a source that asks counters faster is told so.
+COUNTERS_RATE = 2.0  # a second
+COUNTERS_BURST = 4.0
 
 
 @dataclass

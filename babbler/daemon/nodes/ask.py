@@ -7,10 +7,13 @@ from ipaddress import IPv6Address
 
 import trio
 
-from babbler.daemon.nodes.answer import ANSWER_CAP, PUSH, REQUEST
-from babbler.daemon.nodes.checked import BadInfo, Info, parse
+from babbler.daemon.nodes.answer import ANSWER_CAP, COUNTERS, PUSH, REQUEST
+from babbler.daemon.nodes.checked import BadInfo, Info, parse, parse_counters
 
 ASK_TIMEOUT = 5.0  # seconds for the whole exchange
+# For a `counters` ask: a viewer asks each second, and an answer later than this is no use
+# to it (the node is asked again the next second). Seconds.
+COUNTERS_TIMEOUT = 2.0
 
 
 class AskFailed(Exception):
@@ -24,25 +27,42 @@ class BadAnswer(AskFailed):
 async def ask(address: IPv6Address, port: int) -> Info:
     """One `info` exchange with the node at `address`: its answer, checked. Raises AskFailed
     (BadAnswer for an answer checked.py refuses)."""
+    data = await _exchange(address, port, REQUEST, ASK_TIMEOUT)
+    try:
+        return parse(data)
+    except BadInfo as error:
+        raise BadAnswer(f"bad node info: {error}") from None
+
+
+async def ask_counters(address: IPv6Address, port: int, node_id: str) -> Info:
+    """One `counters` exchange with the node `node_id` at `address`: its link counters,
+    checked (checked.parse_counters). Raises AskFailed (BadAnswer: `bad counters: ...`)."""
+    data = await _exchange(address, port, COUNTERS, COUNTERS_TIMEOUT)
+    try:
+        return parse_counters(data, node_id)
+    except BadInfo as error:
+        raise BadAnswer(f"bad counters: {error}") from None
+
+
+async def _exchange(address: IPv6Address, port: int, request: bytes, within: float) -> bytes:
+    """Send one request line, read the answer until the node closes (at most one byte past
+    ANSWER_CAP, which the checks refuse). Raises AskFailed."""
     data = b""
-    with trio.move_on_after(ASK_TIMEOUT) as scope:
+    with trio.move_on_after(within) as scope:
         try:
             stream = await trio.open_tcp_stream(str(address), port)
         except OSError as error:
             raise AskFailed(f"cannot connect: {error.strerror or error}") from None
         async with stream:
             try:
-                await stream.send_all(REQUEST + b"\n")
+                await stream.send_all(request + b"\n")
                 while len(data) <= ANSWER_CAP and (chunk := await stream.receive_some(65536)):
                     data += chunk
             except (trio.BrokenResourceError, OSError) as error:
                 raise AskFailed(f"connection broke: {error}") from None
     if scope.cancelled_caught:
-        raise AskFailed(f"no answer within {ASK_TIMEOUT:g} s")
-    try:
-        return parse(data)
-    except BadInfo as error:
-        raise BadAnswer(f"bad node info: {error}") from None
+        raise AskFailed(f"no answer within {within:g} s")
+    return data
 
 
 async def push(address: IPv6Address, port: int, info: bytes, source: IPv6Address) -> None:

@@ -62,6 +62,12 @@ class BadInfo(ValueError):
 
 def parse(data: bytes) -> Info:
     """The bytes of one answer, checked. Raises BadInfo."""
+    return check(load(data))
+
+
+def load(data: bytes) -> object:
+    """The JSON of one answer (info or counters), before its shape is checked: size,
+    UTF-8, depth and number sizes. Raises BadInfo."""
     if len(data) > ANSWER_CAP:
         raise BadInfo(f"longer than {ANSWER_CAP} bytes")
     try:
@@ -77,7 +83,7 @@ def parse(data: bytes) -> Info:
     except json.JSONDecodeError as error:
         where = error.msg.removesuffix(" at")  # "Unterminated string starting at"
         raise BadInfo(f"not JSON ({where} at character {error.pos})") from None
-    return check(value)
+    return value
 
 
 # A string, or one never closed running to the end: without `\Z` an unclosed string made
@@ -132,6 +138,44 @@ def check(value: object) -> Info:
     }
     if _boolean(top.get("truncated"), "truncated"):
         out["truncated"] = True
+    return out
+
+
+# A link counter: the kernel's are unsigned 64-bit.
+MAX_COUNTER = 2**64 - 1
+COUNTER_KEYS = ("rx_bytes", "tx_bytes", "rx_packets", "tx_packets")
+
+
+def parse_counters(data: bytes, node_id: str) -> Info:
+    """A `counters` answer of the node `node_id` (the one asked), checked as an info answer
+    is: {node_id, at, interfaces: [{name, rx_bytes, tx_bytes, rx_packets, tx_packets}]},
+    every counter an integer 0 to 2**64-1, each link once, at most MAX_ITEMS; unknown keys
+    dropped. Raises BadInfo."""
+    top = _object(load(data), "the answer")
+    if _node_id(top.get("node_id"), "node_id", nullable=False) != node_id:
+        raise BadInfo("node_id: not the node asked")
+    at = _number(top.get("at"), "at", 0, MAX_UPTIME, integer=False)
+    if at is None:
+        raise BadInfo("at: missing")
+    if top.get("interfaces") is None:
+        raise BadInfo("interfaces: missing")
+    interfaces = _items(top.get("interfaces"), "interfaces", _counted)
+    names = [item["name"] for item in interfaces]
+    if len(set(names)) != len(names):
+        raise BadInfo("interfaces: a link listed twice")
+    return {"node_id": node_id, "at": at, "interfaces": interfaces}
+
+
+def _counted(item: dict[str, Any], at: str) -> Info:
+    name = _interface(item.get("name"), f"{at}.name")
+    if name is None:
+        raise BadInfo(f"{at}.name: missing")
+    out: Info = {"name": name}
+    for key in COUNTER_KEYS:
+        value = _number(item.get(key), f"{at}.{key}", 0, MAX_COUNTER)
+        if value is None:
+            raise BadInfo(f"{at}.{key}: missing")
+        out[key] = value
     return out
 
 

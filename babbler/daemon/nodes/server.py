@@ -1,7 +1,8 @@
 """The node info service: a TCP listener on the node address, answering `info` with one
-JSON line to mesh sources only, then closing (DESIGN.md "Node info over the mesh"); and
-taking `push`, another node's own info given to us when it changed (nodes/own.py), from
-that node's own node address only (the service checks), answered `ok` or `bad ...`.
+JSON line to mesh sources only, then closing (DESIGN.md "Node info over the mesh"); taking
+`push`, another node's own info given to us when it changed (nodes/own.py), from that
+node's own node address only (the service checks), answered `ok` or `bad ...`; and
+answering `counters` with this node's link counters (a viewer's, nodes/viewer.py).
 
 Bounded whatever peers do: at most MAX_CONNECTIONS at once (more are closed at once), a
 request line of at most MAX_REQUEST bytes (a push's info: ANSWER_CAP) read within
@@ -12,7 +13,7 @@ nodeinfo.ANSWER_CAP. It runs while the mesh does (the node address exists only t
 from __future__ import annotations
 
 import socket
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from ipaddress import IPv6Address
 
 import structlog
@@ -32,9 +33,16 @@ ACCEPT_PAUSE = 0.1  # after a failed accept (EMFILE): let descriptors free up, d
 
 Answer = Callable[[IPv6Address], bytes]  # our info, for the asker at this source
 Take = Callable[[IPv6Address, bytes], bytes]  # a push from this source: the reply line
+Count = Callable[[IPv6Address], Awaitable[bytes]]  # our link counters, for this source
 
 
-async def serve(port: int, address: IPv6Address, answer: Answer, take: Take) -> None:
+async def _no_counters(source: IPv6Address) -> bytes:
+    return b"bad request\n"
+
+
+async def serve(
+    port: int, address: IPv6Address, answer: Answer, take: Take, count: Count = _no_counters
+) -> None:
     """Serve until cancelled. A bind that fails (the address not there yet) is retried."""
     while True:
         sock = trio.socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
@@ -50,10 +58,12 @@ async def serve(port: int, address: IPv6Address, answer: Answer, take: Take) -> 
             continue
         log.info("serving node info", address=str(address), port=port)
         with sock:
-            await _accept(sock, answer, take)
+            await _accept(sock, answer, take, count)
 
 
-async def _accept(listener: trio.socket.SocketType, answer: Answer, take: Take) -> None:
+async def _accept(
+    listener: trio.socket.SocketType, answer: Answer, take: Take, count: Count
+) -> None:
     limit = nodeinfo.RateLimit()
     active = 0
 
@@ -61,7 +71,7 @@ async def _accept(listener: trio.socket.SocketType, answer: Answer, take: Take) 
         nonlocal active
         try:
             with conn:
-                await _answer_one(conn, source, answer, take)
+                await _answer_one(conn, source, answer, take, count)
         finally:
             active -= 1
 
@@ -102,7 +112,7 @@ async def _read_line(conn: trio.socket.SocketType, data: bytes, cap: int) -> byt
 
 
 async def _answer_one(
-    conn: trio.socket.SocketType, source: IPv6Address, answer: Answer, take: Take
+    conn: trio.socket.SocketType, source: IPv6Address, answer: Answer, take: Take, count: Count
 ) -> None:
     request = await _read_line(conn, b"", MAX_REQUEST) or b""
     line, _, rest = request.partition(b"\n")
@@ -111,6 +121,8 @@ async def _answer_one(
     elif line.strip() == nodeinfo.PUSH:
         pushed = await _read_line(conn, rest, nodeinfo.ANSWER_CAP)
         reply = take(source, pushed) if pushed is not None else b"bad push: not one line\n"
+    elif line.strip() == nodeinfo.COUNTERS:
+        reply = await count(source)
     else:
         reply = b"bad request\n"
     with trio.move_on_after(WRITE_TIMEOUT):

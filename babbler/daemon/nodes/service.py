@@ -25,10 +25,17 @@ from babbler.core.addressing import format_node_id, node_address, owner_of
 from babbler.core.config import DEFAULT_INFO_PORT
 from babbler.daemon.fanout import Hub
 from babbler.daemon.nodes import ask, server
-from babbler.daemon.nodes.answer import encode
+from babbler.daemon.nodes.answer import (
+    COUNTERS_BURST,
+    COUNTERS_RATE,
+    RateLimit,
+    encode,
+    encode_counters,
+)
 from babbler.daemon.nodes.book import NodeBook, concerns, events
 from babbler.daemon.nodes.checked import BadInfo, parse
 from babbler.daemon.nodes.own import OwnInfo
+from babbler.daemon.nodes.viewer import Asker, Viewer
 from babbler.daemon.wakeup import Signal, rerun_on, wait_any
 
 log = structlog.get_logger("babbler.info")
@@ -68,6 +75,8 @@ class NodeService:
         asker: Callable[[IPv6Address, int], Awaitable[dict[str, Any]]] = ask.ask,
         pusher: Pusher = ask.push,
         links_changed: Signal | None = None,
+        counters: Callable[[], Awaitable[dict[str, Any]]] | None = None,
+        counters_asker: Asker = ask.ask_counters,
     ) -> None:
         self._me = me  # this node's id: `moved` notifies when it changes (a collision)
         self._moved = moved
@@ -90,6 +99,14 @@ class NodeService:
         # The nodes `watch` clients were last told of; None while nobody watches.
         self._published: list[dict[str, Any]] | None = None
         self._said: set[tuple[int, str]] = set()  # (node, kind) of failed asks logged
+        # This node's link counters ({node_id, at, interfaces}: view.counters_entry) for
+        # other nodes' `counters` asks, each source within its own bucket.
+        self._counters = counters
+        self._counters_limit = RateLimit(rate=COUNTERS_RATE, burst=COUNTERS_BURST)
+        # Other nodes' counters, asked only while a client looks (nodes/viewer.py).
+        self.viewer = Viewer(
+            self.routed, lambda: self.port or DEFAULT_INFO_PORT, self.counts, counters_asker
+        )
 
     def view(self) -> list[dict[str, Any]]:
         """`status.nodes`."""
@@ -98,6 +115,10 @@ class NodeService:
     def infos(self) -> list[tuple[int, dict[str, Any]]]:
         """Each node's last info answer, with its node id (host care sizes cables by them)."""
         return [(n.node_id, n.info) for n in self.book.nodes.values() if n.info is not None]
+
+    def routed(self) -> list[int]:
+        """The nodes with a usable route now (the ones a viewer asks for counters)."""
+        return [n.node_id for n in self.book.nodes.values() if n.route is not None]
 
     def routes_changed(self, prefix: str | None = None) -> None:
         """A route changed (`prefix`: its prefix, if one). One outside every node's range
@@ -128,6 +149,7 @@ class NodeService:
             async with trio.open_nursery() as nursery:
                 if self.port:
                     nursery.start_soon(rerun_on, self._moved, self._serve)
+                nursery.start_soon(self.viewer.run)
                 task_status.started()
                 await self._follow()
         finally:
@@ -136,7 +158,19 @@ class NodeService:
             self._publish()
 
     async def _serve(self) -> None:
-        await server.serve(self.port, node_address(self._me()), self._answer, self._take)
+        await server.serve(
+            self.port, node_address(self._me()), self._answer, self._take, self._count
+        )
+
+    async def _count(self, source: IPv6Address) -> bytes:
+        """Our link counters for the node asking from `source`, at most COUNTERS_RATE a
+        second from one source."""
+        if self._counters is None:
+            return b"bad request\n"
+        if not self._counters_limit.allow(source, trio.current_time()):
+            return b"bad counters: asked too often\n"
+        self.counts["counters_answers"] += 1
+        return encode_counters(await self._counters())
 
     def _own_info(self) -> dict[str, Any]:
         """This node's info with its version; a change since the last look wakes the

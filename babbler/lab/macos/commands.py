@@ -16,7 +16,7 @@ from ipaddress import IPv4Interface, IPv6Interface, ip_interface, ip_network
 from typing import Protocol
 
 from babbler.lab.macos import output
-from babbler.lab.macos.output import Address, Bus, Iface, Port, Route
+from babbler.lab.macos.output import Address, Bus, Counters, Iface, Port, Route
 
 MINIMUM_RDMA_MACOS = (26, 2)  # RDMA over Thunderbolt came with macOS 26.2 (TN3205)
 
@@ -43,6 +43,7 @@ ALLOWED = (
     "ifconfig IF inet6 A/N [pltime 0] add|delete",
     "ifconfig BRIDGE addm|deletem IF",
     "netstat -rn -f inet|inet6",
+    "netstat -ibn",
     "route -n delete -inet|-inet6 DESTINATION",
     "sysctl -n NAME",
     "sysctl -w NAME=VALUE",
@@ -70,6 +71,7 @@ class Host(Protocol):
     """What the commands read and change on the node (the server: netlink and /proc/sys)."""
 
     def ifaces(self) -> list[Iface]: ...
+    def counters(self) -> dict[str, Counters]: ...  # read now: counters move all the time
     def routes(self, family: int) -> list[Route]: ...
     def set_up(self, name: str, up: bool) -> None: ...
     def set_service(self, port: str, on: bool) -> None: ...  # a hardware port's service
@@ -193,6 +195,8 @@ def _remove(host: Host, iface: Iface, address: Address) -> None:
 
 
 def netstat(host: Host, args: list[str]) -> str:
+    if args == ["-ibn"]:
+        return output.interface_table(host.ifaces(), host.counters())
     if args not in (["-rn", "-f", "inet"], ["-rn", "-f", "inet6"]):
         raise _refuse("netstat", args)
     family = 4 if args[2] == "inet" else 6

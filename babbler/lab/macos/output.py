@@ -3,8 +3,8 @@
 The layouts follow real Macs' outputs (each checked against public pastes: docs/macos.md,
 "Where the formats come from"); the values are the lab's own. Only what babblerd and
 `babblerctl doctor` run is here: `ifconfig` (`-l`, `-l -u`, all, one), `netstat -rn -f
-inet|inet6`, `networksetup -listallhardwareports`, `system_profiler SPThunderboltDataType
--json`, `sysctl -w`, socketfilterfw's two questions.
+inet|inet6`, `netstat -ibn` (each link's counters), `networksetup -listallhardwareports`,
+`system_profiler SPThunderboltDataType -json`, `sysctl -w`, socketfilterfw's two questions.
 """
 
 from __future__ import annotations
@@ -52,6 +52,16 @@ class Iface:
     addresses: tuple[Address, ...] = ()
     members: tuple[str, ...] = ()  # a bridge's
     member_of: str | None = None  # the bridge a port is in (promiscuous there, as on a Mac)
+
+
+@dataclass(frozen=True)
+class Counters:
+    """A link's counters since it was made, as the namespace's kernel keeps them."""
+
+    rx_bytes: int = 0
+    tx_bytes: int = 0
+    rx_packets: int = 0
+    tx_packets: int = 0
 
 
 @dataclass(frozen=True)
@@ -349,6 +359,59 @@ def netstat(routes: Iterable[Route], family: int, ifaces: Iterable[Iface]) -> st
     lines.append(line("Destination", "Gateway", "Flags", "Netif", "Expire"))
     lines += [line(r.destination, r.gateway, r.flags, r.netif, r.expire) for r in sorted(rows)]
     return "".join(lines)
+
+
+# netstat -ibn (network_cmds' if.c, macOS 13 and later): Name in 10 (a `*` after it while
+# the interface is down), Mtu in 5, Network in 13 and Address in 17, both cut to fit; then
+# Ipkts 8, Ierrs 5, Ibytes 10, Opkts 8, Oerrs 5, Obytes 10, Coll 5, right-aligned, a number
+# wider than its column pushing the rest of the row along (readers split on blanks).
+INTERFACE_HEADER = (
+    f"{'Name':<10} {'Mtu':<5} {'Network':<13} {'Address':<17}"
+    f" {'Ipkts':>8} {'Ierrs':>5} {'Ibytes':>10} {'Opkts':>8} {'Oerrs':>5} {'Obytes':>10}"
+    f" {'Coll':>5}\n"
+)
+
+
+def _interface_row(
+    iface: Iface, network: str, address: str, counted: Counters, per_link: bool
+) -> str:
+    """One row: the link's own (`<Link#N>`: errors and collisions 0) or an address's (its
+    link's counts again, errors and collisions `-`)."""
+    name = iface.name + ("" if iface.up else "*")
+    errors = "0" if per_link else "-"
+    return (
+        f"{name:<10.10} {iface.mtu:<5} {network:<13.13} {address:<17.17}"
+        f" {counted.rx_packets:>8} {errors:>5} {counted.rx_bytes:>10}"
+        f" {counted.tx_packets:>8} {errors:>5} {counted.tx_bytes:>10} {errors:>5}\n"
+    )
+
+
+def _address_columns(iface: Iface, address: Address) -> tuple[str, str]:
+    """(Network, Address) for an address row: IPv4's network as netstat shortens it; IPv6's
+    as `prefix/length` (a link-local's with its zone), a link-local address with the scope
+    the kernel keeps in its second 16 bits (`fe80:5::1`)."""
+    ip = address.address
+    network = ip_network(f"{ip}/{address.prefixlen}", strict=False)
+    if isinstance(ip, IPv4Address):
+        return _netstat_destination(network, iface.name), str(ip)
+    if ip.is_link_local:
+        scoped = IPv6Address(int(ip) | (iface.index << 96))
+        return f"{network.network_address}%{iface.name}/{network.prefixlen}", str(scoped)
+    return f"{network.network_address}/{network.prefixlen}", str(ip)
+
+
+def interface_table(ifaces: Iterable[Iface], counters: Mapping[str, Counters]) -> str:
+    """`netstat -ibn`: each interface's `<Link#N>` row with its MAC, then a row per address,
+    every row with the interface's counters."""
+    out = [INTERFACE_HEADER]
+    for iface in sorted(ifaces, key=lambda i: i.index):
+        counted = counters.get(iface.name, Counters())
+        mac = iface.mac if iface.mac is not None and iface.kind != "loopback" else ""
+        out.append(_interface_row(iface, f"<Link#{iface.index}>", mac, counted, True))
+        for address in sorted(iface.addresses, key=lambda a: _listed_at(iface, a)):
+            network, shown = _address_columns(iface, address)
+            out.append(_interface_row(iface, network, shown, counted, False))
+    return "".join(out)
 
 
 def hardware_ports(ports: Iterable[Port]) -> str:

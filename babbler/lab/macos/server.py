@@ -35,7 +35,7 @@ from pyroute2 import IPRoute
 
 from babbler.lab.macos.commands import Answer, Failed, Host, Rdma, answer
 from babbler.lab.macos.launchd import Launchd
-from babbler.lab.macos.output import Address, Bus, Iface, Port, Route
+from babbler.lab.macos.output import Address, Bus, Counters, Iface, Port, Route
 from babbler.lab.netns import PULLED
 
 PORT = 6690  # on the namespace's loopback; babblerd's own ports are 6696-6699
@@ -184,6 +184,21 @@ class NetlinkHost:
                 )
             )
         return out
+
+    def counters(self) -> dict[str, Counters]:
+        """Each link's counters, read now (never kept: they move without a netlink message)."""
+        found = {}
+        for m in self._ipr.get_links():
+            stats = m.get_attr("IFLA_STATS64") or m.get_attr("IFLA_STATS")
+            if stats is None:
+                continue
+            found[m.get_attr("IFLA_IFNAME")] = Counters(
+                rx_bytes=stats["rx_bytes"],
+                tx_bytes=stats["tx_bytes"],
+                rx_packets=stats["rx_packets"],
+                tx_packets=stats["tx_packets"],
+            )
+        return found
 
     def routes(self, family: int) -> list[Route]:
         found: list[Route] = self._fresh(f"routes{family}", lambda: self._read_routes(family))

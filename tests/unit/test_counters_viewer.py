@@ -1,0 +1,130 @@
+"""Other nodes' counters are fetched only while someone looks (daemon/nodes/viewer.py): no
+ask while nobody asked `counters`, each routed node at most once a second while someone
+did, none VIEWER_HOLD after the last; a bad answer changes nothing but is said once."""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from ipaddress import IPv6Address
+from typing import Any
+
+import structlog
+import trio
+import trio.testing
+
+from babbler.core.addressing import format_node_id, node_address, owner_of
+from babbler.daemon.nodes import ask
+from babbler.daemon.nodes.viewer import EVERY, VIEWER_HOLD, Viewer
+
+ONE, TWO = 0xA1, 0xA2
+
+
+def answer(node: int, rx: int) -> dict[str, Any]:
+    return {
+        "node_id": format_node_id(node),
+        "at": float(rx),
+        "interfaces": [
+            {"name": "v1x2", "rx_bytes": rx, "tx_bytes": 0, "rx_packets": 0, "tx_packets": 0}
+        ],
+    }
+
+
+class FakeNodes:
+    """The other nodes: each ask noted (node, trio time); what each answers is settable."""
+
+    def __init__(self) -> None:
+        self.asks: list[tuple[int, float]] = []
+        self.bad: set[int] = set()
+        self.broken: set[int] = set()
+
+    async def __call__(self, address: IPv6Address, port: int, node_id: str) -> dict[str, Any]:
+        node = owner_of(address)
+        assert (
+            node is not None and format_node_id(node) == node_id and address == node_address(node)
+        )
+        self.asks.append((node, trio.current_time()))
+        await trio.sleep(0.01)
+        if node in self.bad:
+            raise ask.BadAnswer("bad counters: node_id: not the node asked")
+        if node in self.broken:
+            raise RuntimeError("a bug")
+        return answer(node, len(self.asks))
+
+
+async def test_nobody_looking_means_no_ask_and_a_viewer_asks_each_node_each_second(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    nodes, counts = FakeNodes(), Counter[str]()
+    viewer = Viewer(lambda: [ONE, TWO], lambda: 6698, counts, nodes)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(viewer.run)
+        await trio.sleep(60)
+        assert nodes.asks == [] and viewer.entries() == []  # nobody looked: no traffic
+        start = trio.current_time()
+        for _ in range(10):  # a client asks each second for 10 s
+            viewer.asked()
+            await trio.sleep(1.0)
+        await trio.sleep(VIEWER_HOLD + 2 * EVERY)
+        stopped = trio.current_time()
+        asked_by_then = len(nodes.asks)
+        await trio.sleep(60)
+        assert len(nodes.asks) == asked_by_then  # stopped: nothing more
+        assert viewer.entries() == [] and viewer.readings == {}  # forgotten
+        nursery.cancel_scope.cancel()
+    for node in (ONE, TWO):
+        times = [t for n, t in nodes.asks if n == node]
+        assert times[0] - start < 0.1  # at once
+        assert all(b - a >= EVERY - 1e-9 for a, b in itertools.pairwise(times))
+        assert times[-1] <= start + 10 + VIEWER_HOLD  # none after the hold
+        assert 10 <= len(times) <= 10 + VIEWER_HOLD + 1
+    assert counts["counters_asks"] == len(nodes.asks)
+    assert stopped - start < 10 + VIEWER_HOLD + 3
+
+
+async def test_a_bad_answer_keeps_the_last_reading_and_is_said_once(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    nodes = FakeNodes()
+    viewer = Viewer(lambda: [ONE, TWO], lambda: 6698, Counter(), nodes)
+    with structlog.testing.capture_logs() as logs:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(viewer.run)
+            viewer.asked()
+            await trio.sleep(1.5)
+            kept = viewer.readings[ONE]
+            nodes.bad.add(ONE)
+            nodes.broken.add(TWO)
+            for _ in range(5):
+                viewer.asked()
+                await trio.sleep(1.0)
+            assert viewer.readings[ONE] == kept  # the bad answers changed nothing
+            entries = {e["node_id"]: e for e in viewer.entries()}
+            assert entries[format_node_id(ONE)]["at"] == kept.at
+            assert entries[format_node_id(ONE)]["age_s"] >= 5  # and it says how old
+            nursery.cancel_scope.cancel()
+    said = [entry["event"] for entry in logs]
+    assert said.count("node counters not taken") == 1  # once, not each second
+    assert said.count("taking node counters failed") == 1
+
+
+async def test_a_node_no_longer_routed_is_neither_asked_nor_listed(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    nodes, routed = FakeNodes(), [ONE, TWO]
+    viewer = Viewer(lambda: list(routed), lambda: 6698, Counter(), nodes)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(viewer.run)
+        viewer.asked()
+        await trio.sleep(1.5)
+        assert [e["node_id"] for e in viewer.entries()] == [
+            format_node_id(ONE),
+            format_node_id(TWO),
+        ]
+        routed.remove(TWO)
+        viewer.asked()
+        at = trio.current_time()
+        await trio.sleep(2.0)
+        assert [e["node_id"] for e in viewer.entries()] == [format_node_id(ONE)]
+        assert all(t <= at for n, t in nodes.asks if n == TWO)
+        nursery.cancel_scope.cancel()
