@@ -30,6 +30,10 @@ from babbler.ui.command import run_command
 if TYPE_CHECKING:
     from prometheus_client.metrics_core import Metric
 
+# The text format generate_latest writes (names in the classic character set), for an HTTP
+# answer's Content-Type: prometheus_client's CONTENT_TYPE_LATEST names 1.0.0, which older
+# Prometheus servers do not know.
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 READ_TIMEOUT = 5.0  # seconds for babblerd's answers: under Prometheus's default scrape timeout
 FILE_MODE = 0o644  # node_exporter reads the file as its own user
 # Why a write failed, said the way people name it (the temporary file is ours: name the one
@@ -84,9 +88,10 @@ def render(shown: Sequence[Family]) -> bytes:
 
 
 def exposition(socket_path: Path, timeout: float = READ_TIMEOUT) -> bytes:
-    """This node's metrics as `babblerctl metrics` prints them (for `/metrics`): blocking,
-    at most about 2 x `timeout` seconds; `babbler_up 0` alone when babblerd does not answer.
-    Never raises for babblerd's answers."""
+    """This node's metrics as `babblerctl metrics` prints them, for `/metrics` (served as
+    CONTENT_TYPE): blocking (run it in a thread from async code), at most about 2 x
+    `timeout` seconds; `babbler_up 0` alone when babblerd does not answer. Never raises for
+    babblerd's answers."""
     reading = read(socket_path, timeout)
     return render(families(reading.status, reading.stats))
 

@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from babbler.core.errors import BabblerError
-from babbler.live.metrics import command, exposition, render, write_atomically
+from babbler.live.metrics import CONTENT_TYPE, command, exposition, render, write_atomically
 from babbler.live.metricset import SPECS, Family, families
 from tests.needs import tool
 
@@ -362,6 +362,12 @@ def test_metrics_prints_the_node_from_its_socket(
     back = parsed(done.stdout_bytes)
     assert back["babbler_link_receive_bytes_total"] == {(("link", "en2"),): 10}
     assert exposition(path) == done.stdout_bytes
+
+
+def test_the_content_type_names_the_format_generate_latest_writes() -> None:
+    from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
+
+    assert CONTENT_TYPE == CONTENT_TYPE_PLAIN_0_0_4
 
 
 def test_a_daemon_without_stats_is_shown_without_its_own_figures(
