@@ -31,8 +31,8 @@ if TYPE_CHECKING:
     from prometheus_client.metrics_core import Metric
 
 # The text format generate_latest writes (names in the classic character set), for an HTTP
-# answer's Content-Type: prometheus_client's CONTENT_TYPE_LATEST names 1.0.0, which older
-# Prometheus servers do not know.
+# answer's Content-Type: the version the text is, where prometheus_client's
+# CONTENT_TYPE_LATEST names 1.0.0 (its UTF-8 names, which this text does not use).
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 READ_TIMEOUT = 5.0  # seconds for babblerd's answers: under Prometheus's default scrape timeout
 FILE_MODE = 0o644  # node_exporter reads the file as its own user
