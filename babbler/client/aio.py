@@ -16,10 +16,12 @@ from babbler.client.backoff import Reconnecting
 from babbler.client.connection import connect_error, path_problem
 from babbler.client.errors import Disconnected, NotRunning, ProtocolError
 from babbler.client.model import (
+    Counters,
     Event,
     Node,
     NodeEvent,
     Status,
+    parse_counters,
     parse_event,
     parse_status,
 )
@@ -118,6 +120,10 @@ class AsyncClient:
     async def stats(self) -> dict[str, int]:
         value: dict[str, int] = one_json(await self.request("stats"), "stats")
         return value
+
+    async def counters(self) -> Counters:
+        """As `Client.counters`."""
+        return parse_counters(one_json(await self.request("counters"), "counters"))
 
     async def watch(self, reconnect: bool = True) -> AsyncGenerator[Event, None]:
         """As `Client.watch`. Leave it with `break` or cancellation; for prompt clean-up

@@ -43,6 +43,9 @@ class Interface:
     brought_up: bool = False  # babblerd brought it up (Thunderbolt, --bring-up)
     mtu: int | None = None  # bytes (None: not said)
     max_mtu: int | None = None  # the largest the link takes (None: not said)
+    # status only: {rx_bytes, tx_bytes, rx_packets, tx_packets} as read at the status's
+    # `counters_at` (None: not readable, or a babblerd older than counters)
+    counters: Mapping[str, int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +156,43 @@ class Status:
     kernel_problem: str | None
     # The platform babblerd acts as: "linux" or "macos" (None from a babblerd older than it).
     platform: str | None
+    # This node's monotonic clock (seconds) when the interfaces' counters were read (None:
+    # not read, or a babblerd older than counters).
+    counters_at: float | None
+    raw: Json = _RAW
+
+
+@dataclass(frozen=True, slots=True)
+class LinkCounters:
+    """One link's counters since the link was made: bytes and packets in (rx) and out (tx)."""
+
+    name: str
+    rx_bytes: int
+    tx_bytes: int
+    rx_packets: int
+    tx_packets: int
+
+
+@dataclass(frozen=True, slots=True)
+class NodeCounters:
+    """One node's links' counters as that node read them: `at` on ITS monotonic clock
+    (compare the `at`s of one node only), `age_s` how long ago the reading arrived here."""
+
+    node_id: str
+    at: float
+    age_s: float
+    interfaces: tuple[LinkCounters, ...]
+    raw: Json = _RAW
+
+
+@dataclass(frozen=True, slots=True)
+class Counters:
+    """The answer to `counters`: this node first, then the other nodes read while someone
+    asked in the last 3 s. A rate is (bytes2 - bytes1) / (at2 - at1) between two readings
+    of one node; a counter that went down is a new start, not a negative rate."""
+
+    at: float  # this node's monotonic clock when it answered
+    nodes: tuple[NodeCounters, ...]
     raw: Json = _RAW
 
 
@@ -213,6 +253,7 @@ def _interface(obj: Json) -> Interface:
         brought_up=obj.get("brought_up", False),
         mtu=obj.get("mtu"),
         max_mtu=obj.get("max_mtu"),
+        counters=obj.get("counters"),
     )
 
 
@@ -263,6 +304,26 @@ def _status(obj: Json) -> Status:
             addresses_v4=_cables(obj.get("addresses_v4")),
             kernel_problem=obj.get("kernel_problem"),
             platform=obj.get("platform"),
+            counters_at=obj.get("counters_at"),
+        ),
+        raw=obj,
+    )
+
+
+def _counters(obj: Json) -> Counters:
+    return Counters(
+        at=float(obj["at"]),
+        nodes=tuple(
+            NodeCounters(
+                node_id=node["node_id"],
+                at=float(node["at"]),
+                age_s=float(node["age_s"]),
+                interfaces=tuple(
+                    LinkCounters(**_fields(LinkCounters, link)) for link in node["interfaces"]
+                ),
+                raw=node,
+            )
+            for node in obj["nodes"]
         ),
         raw=obj,
     )
@@ -292,6 +353,13 @@ def parse_status(text: str | Json) -> Status:
     obj = _parsed(text) if isinstance(text, str) else text
     status: Status = _shaped("status", _status, obj)
     return status
+
+
+def parse_counters(text: str | Json) -> Counters:
+    """Counters from `counters`'s JSON line (or the object already decoded)."""
+    obj = _parsed(text) if isinstance(text, str) else text
+    counters: Counters = _shaped("counters", _counters, obj)
+    return counters
 
 
 def parse_node(obj: Json) -> Node:

@@ -13,10 +13,12 @@ from babbler.client.backoff import Reconnecting
 from babbler.client.connection import Connection
 from babbler.client.errors import Disconnected, NotRunning, ProtocolError, Refused
 from babbler.client.model import (
+    Counters,
     Event,
     Node,
     NodeEvent,
     Status,
+    parse_counters,
     parse_event,
     parse_status,
 )
@@ -70,6 +72,12 @@ class Client:
         """The daemon process's own counters (`stats` in docs/protocol.md)."""
         value: dict[str, int] = one_json(self.request("stats"), "stats")
         return value
+
+    def counters(self) -> Counters:
+        """Each link's bytes and packets, this node's read now and the other nodes' as last
+        fetched. Asking makes babblerd fetch the others' each second for the next 3 s: ask
+        once a second to follow them (the first answer may hold this node only)."""
+        return parse_counters(one_json(self.request("counters"), "counters"))
 
     def watch(self, reconnect: bool = True) -> Iterator[Event]:
         """Live events: a Snapshot, then one event per change. With `reconnect` (default)

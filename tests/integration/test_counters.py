@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from babbler.client import ask
+from babbler.client import Client, ask
 from babbler.lab import Lab, Node
 from tests import needs
 from tests.integration.conftest import _print_logs
@@ -111,6 +111,9 @@ def test_traffic_over_one_cable_shows_on_it_in_status_and_at_the_far_node(
     assert grown["tx_bytes"] >= CARRIED, grown
     n3_id = lab.status(n3)["node_id"]
     assert entry(later, n3_id, lab.end_name(3, 2)) is not None  # two hops away: asked too
+    typed = Client(n1.socket).counters()  # the Python client's typed form of the same
+    assert typed.nodes[0].node_id == own["node_id"]
+    assert {n.node_id for n in typed.nodes} >= {n2_id, n3_id}
 
     # nobody asks any more: within about 5 s (VIEWER_HOLD 3 s, an ask's 2 s) no more asks
     time.sleep(6)

@@ -17,6 +17,7 @@ import trio.testing
 from hypothesis import given
 from hypothesis import strategies as st
 
+from babbler import client
 from babbler.core import views
 from babbler.core.darwin_output import link_counters
 from babbler.core.errors import KernelError
@@ -27,7 +28,7 @@ from babbler.daemon.nodes.checked import MAX_ITEMS, BadInfo, parse_counters
 from babbler.daemon.requests import help_lines
 from babbler.host import sysfs
 from babbler.lab.macos.output import Address, Counters, Iface, interface_table
-from tests.unit.samples import facts
+from tests.unit.samples import STATUS, facts
 
 # `netstat -ibn` as a Mac prints it (typed in its format, values made up): lo0 without a MAC,
 # a down interface (`*`), a long IPv6 address cut to its column, numbers wider than theirs.
@@ -349,3 +350,27 @@ def test_an_answer_with_too_many_links_for_the_cap_is_cut_to_fit() -> None:
     assert len(data) <= ANSWER_CAP
     taken = parse_counters(data, NODE)
     assert 0 < len(taken["interfaces"]) < 400
+
+
+# -- the Python client ---------------------------------------------------------------------------
+
+
+def test_the_client_types_counters_and_the_status_interfaces_counters() -> None:
+    answer = {
+        "at": 12.5,
+        "nodes": [{"node_id": NODE, "at": 9.0, "age_s": 0.4, "interfaces": GOOD["interfaces"]}],
+    }
+    counted = client.parse_counters(json.dumps(answer))
+    assert isinstance(counted, client.Counters) and counted.at == 12.5
+    [node] = counted.nodes
+    assert (node.node_id, node.at, node.age_s) == (NODE, 9.0, 0.4)
+    assert node.interfaces[0] == client.LinkCounters("v1x2", 1, 2, 3, 4)
+    status = client.parse_status(
+        {
+            **STATUS,
+            "counters_at": 5.0,
+            "interfaces": [{**STATUS["interfaces"][0], "counters": GOOD["interfaces"][0]}],
+        }
+    )
+    assert status.counters_at == 5.0 and status.interfaces[0].counters == GOOD["interfaces"][0]
+    assert client.parse_status(STATUS).counters_at is None  # an older babblerd's
