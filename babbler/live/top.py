@@ -19,7 +19,7 @@ import time
 import tty
 import unicodedata
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -100,17 +100,27 @@ def _name(name: str | None, node_id: str) -> str:
 
 
 def frame(
-    mesh: MeshView, *, width: int, height: int | None, now: float, note: str | None = None
+    mesh: MeshView,
+    *,
+    width: int,
+    height: int | None,
+    now: float,
+    note: str | None = None,
+    hint: str = "",
 ) -> list[Line]:
     """The frame for a terminal of `width` columns and `height` lines (None: as many as it
-    takes): a title, the nodes, the cables busiest first, the recent changes, each list cut
-    to what fits with a line saying how many more."""
+    takes): a title (`hint` at its right where it fits), `note` (a problem) under it, the
+    nodes, the cables busiest first, the recent changes, each list cut to what fits with a
+    line saying how many more."""
     fresh = {c.subject for c in mesh.changes}
     me = next((n for n in mesh.nodes if n.state == "me"), None)
     up = sum(1 for n in mesh.nodes if n.state != "down")
     title = f"babbler top: {_name(me.name, me.node_id) if me else '?'}"
     title += f"  {up} of {len(mesh.nodes)} nodes up, {len(mesh.cables)} cables"
-    lines: list[Line] = [[(fit(title, width), "bold")]]
+    if hint and cells(title) + 2 + cells(hint) <= width:
+        lines: list[Line] = [[(fit(title, width - cells(hint)), "bold"), (hint, "dim")]]
+    else:
+        lines = [[(fit(title, width), "bold")]]
     if note:
         lines.append([(fit(escape(note), width), "bold red")])
     changes = [_change_line(c, now, width) for c in mesh.changes]
@@ -285,24 +295,35 @@ def _rates_missing(mesh: MeshView) -> bool:
 def keys() -> Iterator[Callable[[float], bool]]:
     """Keys read one at a time (cbreak: no echo, no line editing, Ctrl-C still SIGINT),
     the terminal's settings given back on every way out. Yields `wait(seconds)`: True when
-    `q` was pressed meanwhile."""
+    `q` was pressed meanwhile; False at the end, or at once when the terminal was resized
+    (SIGWINCH), so that the frame is drawn again at its new size."""
     fd = sys.stdin.fileno() if sys.stdin.isatty() else None
     saved = termios.tcgetattr(fd) if fd is not None else None
-    if fd is not None:
-        tty.setcbreak(fd)
+    woken, waker = os.pipe()  # a signal writes a byte here (set_wakeup_fd): select wakes
+    for end in (woken, waker):
+        os.set_blocking(end, False)
+    wakeup = signal.set_wakeup_fd(waker)
+    resized = signal.signal(signal.SIGWINCH, lambda _signum, _frame: None)
 
     def wait(seconds: float) -> bool:
-        if fd is None:
-            time.sleep(max(0.0, seconds))
-            return False
-        ready, _, _ = select.select([fd], [], [], max(0.0, seconds))
-        return bool(ready) and any(c in b"qQ\x03" for c in os.read(fd, 64))
+        watched = [woken] if fd is None else [woken, fd]
+        ready, _, _ = select.select(watched, [], [], max(0.0, seconds))
+        if woken in ready:
+            with suppress(BlockingIOError):
+                os.read(woken, 512)
+        return fd in ready and any(c in b"qQ\x03" for c in os.read(fd, 64))
 
     try:
+        if fd is not None:
+            tty.setcbreak(fd)
         yield wait
     finally:
         if fd is not None and saved is not None:
             termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+        signal.signal(signal.SIGWINCH, resized)
+        signal.set_wakeup_fd(wakeup)
+        os.close(woken)
+        os.close(waker)
 
 
 @contextmanager
@@ -342,8 +363,14 @@ def run_live(path: Path) -> None:
                 next_poll = max(next_poll + TICK, now)
             assert poller.mesh is not None
             size = console.size
-            note = poller.problem or "q quits"
-            lines = frame(poller.mesh, width=size.width, height=size.height, now=now, note=note)
+            lines = frame(
+                poller.mesh,
+                width=size.width,
+                height=size.height,
+                now=now,
+                note=poller.problem,
+                hint="q quits",
+            )
             display.update(styled(lines), refresh=True)
             if wait(next_poll - time.monotonic()):
                 return

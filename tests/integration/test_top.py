@@ -140,6 +140,10 @@ def test_a_real_terminal_draws_the_frame_and_gets_its_settings_back(
         assert shown[0].startswith("babbler top: n1  4 of 4 nodes up, 4 cables"), shown
         assert any(line.startswith("n4 ") for line in shown)
         assert max(len(line) for line in shown) <= 80
+        resize = ["tmux", "resize-window", "-t", session, "-x", "60", "-y", "8"]
+        subprocess.run(resize, check=True)  # the frame follows the terminal
+        until(lambda: any(line.startswith("… ") for line in screen(session)), 20, "cut to fit")
+        assert max(len(line.rstrip()) for line in screen(session)) <= 60
         lab.stop(n1)  # babblerd goes away: top says so and keeps the last frame
         shown = seen(session, "babblerd is not running")
         assert shown[0].startswith("babbler top: n1"), shown

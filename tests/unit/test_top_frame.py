@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given
+from hypothesis import strategies as st
 
 from babbler.live.mesh import Live, MeshView, Rates, view
 from babbler.live.top import FRESH, cells, frame, plain, rate_text, styled
@@ -48,6 +50,16 @@ def test_nodes_and_cables_busiest_first_in_80_columns() -> None:
     assert lines[8].split() == ["n1", "v0n", "n2", "v1p", "1G", "1500", "32", "kb/s", "0", "b/s"]
     assert lines[9].split()[-2:] == ["-", "-"]  # n3 and n4 not read yet: no rate
     assert len(lines) == 11
+
+
+def test_the_hint_at_the_title_s_right_where_it_fits_and_a_problem_under_it() -> None:
+    lines = frame(busy_mesh(), width=80, height=24, now=1.0, note="gone", hint="q quits")
+    assert plain(lines).splitlines()[:2] == [
+        "babbler top: n1  4 of 4 nodes up, 4 cables" + " " * 31 + "q quits",
+        "gone",
+    ]
+    narrow = plain(frame(busy_mesh(), width=40, height=24, now=1.0, hint="q quits"))
+    assert narrow.splitlines()[0] == "babbler top: n1  4 of 4 nodes up, 4 cab…"
 
 
 def test_rates_in_bits_per_second() -> None:
@@ -231,3 +243,13 @@ def test_without_babblerd_one_line_and_exit_1(tmp_path: Path) -> None:
 def test_babblerctl_does_not_import_rich() -> None:
     code = "import babbler.ctl.main, babbler.live.top, sys; assert 'rich' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@given(st.integers(1, 40), st.integers(10, 200), st.integers(3, 60), st.booleans())
+def test_any_frame_fits_its_terminal(count: int, width: int, height: int, changed: bool) -> None:
+    live = Live()
+    live.step(big_ring(count), None, 0.0)
+    mesh = live.step(big_ring(count + 1 if changed else count), None, 1.0)
+    lines = frame(mesh, width=width, height=height, now=2.0, note="a problem", hint="q quits")
+    assert len(lines) <= height
+    assert all(cells("".join(text for text, _ in line)) <= width for line in lines)
