@@ -95,20 +95,22 @@ class WatchView:
 
     def _neighbour(self, action: str | None, value: dict[str, Any]) -> list[str]:
         """A neighbour met or lost, said the same way both times: who (once a route from it
-        says), on which link, its link-local address. A change only learns who it is."""
+        says), on which link, its link-local address. A change says only who one met
+        unnamed turned out to be (babeld names a neighbour after its first route)."""
         key = (value.get("address"), value.get("interface"))
+        before = self.neighbours.get(key, "?")
         who = self._who(value.get("node_id"))
         if who == "?":
-            who = self.neighbours.get(key, "?")
+            who = before
         if action == "flush":
             self.neighbours.pop(key, None)
         else:
             self.neighbours[key] = who
+        where = f"on {key[1]} ({key[0]})"
         if action == "change":
-            return []
+            return [f"neighbour {where} is {who}"] if before == "?" != who else []
         name = "" if who == "?" else f" {who}"
-        verb = "lost" if action == "flush" else "met"
-        return [f"neighbour{name} {verb} on {key[1]} ({key[0]})"]
+        return [f"neighbour{name} {'lost' if action == 'flush' else 'met'} {where}"]
 
     def _change(self, event: Change) -> list[str]:
         value: Any = event.value

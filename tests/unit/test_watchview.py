@@ -55,7 +55,8 @@ def test_a_neighbour_met_and_lost_is_said_the_same_way_with_its_name_once_known(
     v3x2 = {"address": "fe80::3", "interface": "v1x2"}
     assert view.lines(Change("neighbour", "add", v3x2)) == ["neighbour met on v1x2 (fe80::3)"]
     known = Change("neighbour", "change", {**v3x2, "node_id": "000000000003"})
-    assert view.lines(known) == []  # a route from it said who it is
+    assert view.lines(known) == ["neighbour on v1x2 (fe80::3) is n3"]  # a route from it said
+    assert view.lines(known) == []  # said once
     assert view.lines(Change("neighbour", "flush", v3x2)) == ["neighbour n3 lost on v1x2 (fe80::3)"]
     named = Change("neighbour", "add", {**v3x2, "node_id": "000000000003"})
     assert view.lines(named) == ["neighbour n3 met on v1x2 (fe80::3)"]
