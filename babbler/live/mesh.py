@@ -179,9 +179,9 @@ def diff(previous: MeshView, current: MeshView, now: float) -> list[Change]:
         elif node.state == "down" and old is not None and old.state == "up":
             out.append(Change(now, "left", f"{label} left", node.node_id))
         elif old is not None and node.state == "up" and _moved(old, node):
-            where = f"by {node.interface}" if node.interface else "lost, held"
             hops = f", {node.hops} hops" if node.hops is not None else ""
-            out.append(Change(now, "route-moved", f"route to {label} {where}{hops}", node.node_id))
+            where = f"by {node.interface}{hops}" if node.interface else "lost, rerouting"
+            out.append(Change(now, "route-moved", f"route to {label} {where}", node.node_id))
         if old is not None and old.name and node.name and old.name != node.name:
             out.append(Change(now, "renamed", f"{old.name} is now {node.name}", node.node_id))
     now_there = {n.node_id for n in current.nodes}

@@ -226,6 +226,12 @@ def test_changes_joined_left_cables_and_routes() -> None:
         ("cable-down", "cable n2 v1n - n3 v2p gone"),
     ]
     assert seen[0].subject == IDS[2]
+    lost = ring_status(names, cut=frozenset({1}))
+    lost["nodes"][1].update(interface=None, hops=None)  # the down hold: no route, still up
+    assert [c.text for c in step(live, lost, 2.5).changes if c.at == 2.5] == [
+        "route to n3 lost, rerouting"
+    ]
+    step(live, moved, 2.6)
     gone = ring_status(names, cut=frozenset({1}))
     del gone["nodes"][0]
     gone["nodes"][0].update(interface="v0p", hops=2)  # n3's route stays where it moved
