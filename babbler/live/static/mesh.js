@@ -6,6 +6,7 @@
 const SVG = "http://www.w3.org/2000/svg";
 const WIDTH = 800, HEIGHT = 640, RADIUS = 230, NODE_R = 26;
 const NAME_SHOWN = 32;  // characters of a name drawn; the details show it whole
+const END_SHOWN = 12;   // ... and in a cable's rate labels, which name both ends
 
 let latest = null;      // the last payload: {mesh, log, error, socket}
 let selected = null;    // the node id whose details are shown
@@ -35,8 +36,8 @@ function label(node) {
   return node.name === null || node.name === undefined ? node.node_id : node.name;
 }
 
-function shortened(text) {
-  return text.length > NAME_SHOWN ? text.slice(0, NAME_SHOWN - 1) + "…" : text;
+function shortened(text, most = NAME_SHOWN) {
+  return text.length > most ? text.slice(0, most - 1) + "…" : text;
 }
 
 function endName(end, byId) {
@@ -84,10 +85,12 @@ function drawCables(svg, mesh, at, byId) {
     const a = endName(cable.a, byId), b = endName(cable.b, byId);
     g.append(make(SVG, "text", {x: mx, y: my - 16, "text-anchor": "middle", class: "speed"},
                   speed(cable.speed_mbps) + (cable.mtu ? " · MTU " + cable.mtu : "")));
+    const way = (from, to, rate) =>
+      shortened(from, END_SHOWN) + " → " + shortened(to, END_SHOWN) + "  " + bits(rate);
     g.append(make(SVG, "text", {x: mx, y: my, "text-anchor": "middle", class: "rate a-to-b"},
-                  shortened(a) + " → " + bits(cable.a_to_b)));
+                  way(a, b, cable.a_to_b)));
     g.append(make(SVG, "text", {x: mx, y: my + 15, "text-anchor": "middle", class: "rate b-to-a"},
-                  shortened(b) + " → " + bits(cable.b_to_a)));
+                  way(b, a, cable.b_to_a)));
     g.append(make(SVG, "title", {},
                   a + " " + cable.a.interface + " – " + b + " " + cable.b.interface));
     svg.append(g);
@@ -182,7 +185,7 @@ function render() {
   state.classList.toggle("error", Boolean(latest.error));
   state.textContent = latest.error
     ? latest.error
-    : "live from " + latest.socket + ", " + new Date().toLocaleTimeString();
+    : "live from " + latest.socket + ", " + new Date().toTimeString().slice(0, 8);
   const mesh = latest.mesh;
   if (!mesh) { svg.replaceChildren(); return; }
   const me = mesh.nodes.find((n) => n.state === "me");
