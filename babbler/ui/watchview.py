@@ -10,6 +10,7 @@ and link names come from other machines.
 from __future__ import annotations
 
 import json
+from ipaddress import ip_address
 from typing import Any
 
 from babbler.client.model import Change, Event, Lost, NodeEvent, Snapshot, Status
@@ -39,6 +40,8 @@ class WatchView:
         self.links: dict[str, bool] = {}  # interface -> up
         self.neighbours: dict[tuple[str | None, str | None], str] = {}  # -> who
         self.ways: dict[str, str | None] = {}  # node id -> the link its route leaves by
+        self.ids: dict[str, str] = {}  # node address -> node id
+        self.far_ends: dict[tuple[str | None, str | None], str] = {}  # neighbour -> node id
         self.restarts: int | None = None
         self.lost = False
 
@@ -63,6 +66,7 @@ class WatchView:
         self.links = {i.name: i.up for i in s.interfaces}
         self.neighbours = {(n.address, n.interface): self._who(n.node_id) for n in s.neighbours}
         self.ways = {n.node_id: n.interface for n in s.nodes if n.reachable}
+        self.ids = {_host(n.node_address): n.node_id for n in s.nodes}
         self.restarts = s.babeld.restarts
         reached = sum(1 for n in s.nodes if n.reachable)
         back = "babblerd is back: " if self.lost else ""
@@ -79,6 +83,7 @@ class WatchView:
         node = event.node
         name = node.label
         self.names[node.node_id] = name
+        self.ids[_host(node.node_address)] = node.node_id
         if event.action == "down":
             self.ways.pop(node.node_id, None)
             return [f"{name} down"]
@@ -99,11 +104,12 @@ class WatchView:
         unnamed turned out to be (babeld names a neighbour after its first route)."""
         key = (value.get("address"), value.get("interface"))
         before = self.neighbours.get(key, "?")
-        who = self._who(value.get("node_id"))
+        who = self._who(value.get("node_id") or self.far_ends.get(key))
         if who == "?":
             who = before
         if action == "flush":
             self.neighbours.pop(key, None)
+            self.far_ends.pop(key, None)  # whoever comes there next is told by its routes
         else:
             self.neighbours[key] = who
         where = f"on {key[1]} ({key[0]})"
@@ -111,6 +117,19 @@ class WatchView:
             return [f"neighbour {where} is {who}"] if before == "?" != who else []
         name = "" if who == "?" else f" {who}"
         return [f"neighbour{name} {'lost' if action == 'flush' else 'met'} {where}"]
+
+    def _far_end(self, route: dict[str, Any]) -> list[str]:
+        """Who a neighbour is, as babblerd tells it in status (core/farend.py): the node
+        whose own address it announces with refmetric 0 (watch's neighbour events do not
+        say). Said once for a neighbour met unnamed."""
+        node = self.ids.get(_host(route.get("prefix")))
+        if node is None or route.get("refmetric") != 0:
+            return []
+        key = (route.get("via"), route.get("interface"))
+        self.far_ends[key] = node
+        if self.neighbours.get(key) != "?":
+            return []
+        return self._neighbour("change", {"address": key[0], "interface": key[1]})
 
     def _change(self, event: Change) -> list[str]:
         value: Any = event.value
@@ -127,6 +146,8 @@ class WatchView:
             return out
         if event.type == "neighbour" and event.action in ("add", "change", "flush"):
             return self._neighbour(event.action, value)
+        if event.type == "route" and event.action in ("add", "change"):
+            return self._far_end(value)
         if event.type == "mesh":
             return [f"mesh {value}"]
         if event.type == "babeld" and isinstance(value, dict):
@@ -145,3 +166,13 @@ def _gone(reason: str) -> str:
     names babblerd already; a hint after `;` (how to start it) is for a failing command."""
     reason = reason.split(";")[0].strip()
     return reason if reason.startswith("babblerd") else f"lost babblerd: {reason}"
+
+
+def _host(text: object) -> str:
+    """An address or its /128, in one spelling (babeld's and Python's may differ); "" for
+    anything else."""
+    address, _, length = str(text).partition("/")
+    try:
+        return str(ip_address(address)) if length in ("", "128") else ""
+    except ValueError:
+        return ""

@@ -68,3 +68,19 @@ def test_babblerd_not_running_while_watching_is_one_line_without_the_start_hint(
     assert WatchView().lines(Lost("timed out")) == [
         "lost babblerd: timed out; waiting for it to come back"
     ]
+
+
+def test_a_neighbour_met_unnamed_is_named_by_the_route_to_its_own_address() -> None:
+    """watch's neighbour events never say the node (status does, by babeld's routes): the
+    route to a node's own address with refmetric 0 through a neighbour says who it is."""
+    view = WatchView()
+    view.lines(snapshot())
+    v3x2 = {"address": "fe80::3", "interface": "v1x2"}
+    assert view.lines(Change("neighbour", "add", v3x2)) == ["neighbour met on v1x2 (fe80::3)"]
+    route = {"prefix": "fde0:20c6:1fa7:ffff:aaaa:bbbb:cccc:0/128", "via": "fe80::3"}
+    route |= {"interface": "v1x2", "refmetric": 32}  # n3 (samples' address) beyond it
+    assert view.lines(Change("route", "add", route)) == []
+    said = view.lines(Change("route", "add", {**route, "refmetric": 0}))
+    assert said == ["neighbour on v1x2 (fe80::3) is n3"]
+    assert view.lines(Change("route", "change", {**route, "refmetric": 0})) == []  # once
+    assert view.lines(Change("neighbour", "flush", v3x2)) == ["neighbour n3 lost on v1x2 (fe80::3)"]
