@@ -19,6 +19,7 @@ from babbler.bench.wire import SWEEP
 from babbler.client import Node, Status
 from babbler.core.errors import BabblerError
 from babbler.core.printable import escape
+from babbler.ui.command import write_whole
 from babbler.ui.render import ipv4_node_address, lines_of, reachable_node
 
 BAR = 30
@@ -120,7 +121,7 @@ def run_ring(
     else:
         click.echo(lines_of(report.ring(names, rates, duration)))  # names: escaped
     if svg is not None:
-        svg.write_text(report.ring_svg(me, names, rates, duration))
+        write_whole(report.ring_svg(me, names, rates, duration), svg)
         click.echo(f"wrote {svg}", err=as_json)
     if any(not isinstance(rate, wire.Rate) for rate in rates):
         sys.exit(1)
@@ -160,7 +161,7 @@ def run_nodes(
             if result.sweep:
                 click.echo("\n" + lines_of(report.one(me, result)))
     if svg is not None:
-        svg.write_text(report.svg(me, results))
+        write_whole(report.svg(me, results), svg)
         click.echo(f"wrote {svg}", err=as_json)
     if any(result.error for result in results):
         sys.exit(1)

@@ -3,13 +3,9 @@ to say on stderr (core/hostfile.py, core/mlxfile.py and core/jobenv.py do the wo
 
 from __future__ import annotations
 
-import contextlib
-import errno
 import json
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 
 from babbler.client.model import Status
 from babbler.core import hostfile, jobenv, mlxfile
@@ -81,29 +77,3 @@ def build(
     body = made.value
     text = json.dumps(body, indent=2) if form in JSON_FORMATS else "\n".join(body)
     return Written(text + "\n", stderr)
-
-
-def write_whole(text: str, output: Path) -> None:
-    """Write `text` to `output` whole or not at all (a job must never read half a hostfile):
-    into a hidden file beside it, then renamed over it. Raises BabblerError in one line
-    naming `output` and what to do; nothing is left behind."""
-    partial = output.with_name(f".{output.name}.partial")
-    try:
-        partial.write_text(text)
-        partial.replace(output)
-    except OSError as error:
-        with contextlib.suppress(OSError):
-            partial.unlink()
-        raise BabblerError(f"cannot write {output}: {_why(error, output)}") from None
-
-
-def _why(error: OSError, output: Path) -> str:
-    if error.errno == errno.ENOENT:
-        return f"no such directory {output.parent} (make it first)"
-    if error.errno in (errno.EACCES, errno.EPERM):
-        return f"permission denied in {output.parent}"
-    if error.errno == errno.ENOTDIR:
-        return f"{output.parent} is not a directory"
-    if error.errno == errno.EISDIR:
-        return "it is a directory"
-    return error.strerror or os.strerror(error.errno or 0) or str(error)

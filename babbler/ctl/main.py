@@ -269,7 +269,7 @@ def hostfile_command(
         if output is None:
             click.echo(made.text, nl=False)
         else:
-            jobfiles.write_whole(made.text, output)
+            command.write_whole(made.text, output)
 
     _run(go)
 

@@ -1,9 +1,12 @@
 """What every user-side command shares: a failure is one line and exit 1, a usage error
-(a bad choice, a missing option, a typo) one line and exit 2, and pictures are drawn with
-Graphviz's `dot`."""
+(a bad choice, a missing option, a typo) one line and exit 2, a file written whole or not at
+all, and pictures drawn with Graphviz's `dot`."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import os
 import shutil
 import subprocess
 import sys
@@ -106,3 +109,29 @@ def render_svg(dot: str, out: Path) -> None:
     )
     if done.returncode != 0:
         raise BabblerError(f"dot failed: {done.stderr.strip() or done.returncode}")
+
+
+def write_whole(text: str, output: Path) -> None:
+    """Write `text` to `output` whole or not at all (a job must never read half a hostfile,
+    nor a browser half a picture): into a hidden file beside it, then renamed over it.
+    Raises BabblerError in one line naming `output` and what to do; nothing is left behind."""
+    partial = output.with_name(f".{output.name}.partial")
+    try:
+        partial.write_text(text)
+        partial.replace(output)
+    except OSError as error:
+        with contextlib.suppress(OSError):
+            partial.unlink()
+        raise BabblerError(f"cannot write {output}: {_why(error, output)}") from None
+
+
+def _why(error: OSError, output: Path) -> str:
+    if error.errno == errno.ENOENT:
+        return f"no such directory {output.parent} (make it first)"
+    if error.errno in (errno.EACCES, errno.EPERM):
+        return f"permission denied in {output.parent}"
+    if error.errno == errno.ENOTDIR:
+        return f"{output.parent} is not a directory"
+    if error.errno == errno.EISDIR:
+        return "it is a directory"
+    return error.strerror or os.strerror(error.errno or 0) or str(error)

@@ -45,7 +45,7 @@ def test_a_hostfile_that_cannot_replace_its_target_leaves_no_partial_file(tmp_pa
     import pytest
 
     from babbler.core.errors import BabblerError
-    from babbler.ctl.hostfile import write_whole
+    from babbler.ui.command import write_whole
 
     target = tmp_path / "hosts.json"
     target.mkdir()  # the rename over it fails after the partial file was written
