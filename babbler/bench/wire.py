@@ -37,7 +37,7 @@ CHUNK = 1 << 20  # bytes per send/recv on the data path: measured, docs/bench.md
 TESTS = ("rtt", "send", "recv", "ring")
 KiB = 1024
 # The size sweep: 1 KiB to 1 GiB, a factor of 4 apart, as exo's MLX bandwidth bench
-# (bench/test_mlx_bandwidth.py of exo; it goes on to 8 GiB).
+# (test_mlx_bandwidth.py in exo's bench folder; it goes on to 8 GiB).
 SWEEP = tuple(KiB * 4**i for i in range(11))
 
 

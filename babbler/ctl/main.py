@@ -474,9 +474,9 @@ def bench(
     """Measure the links to NODE (a name, node id or any address of it) over TCP: round
     trips (p50, p99), throughput each way for --duration seconds, and one message of each
     size from 1 KiB to 1 GiB, a factor of 4 apart (size, time, Gbit/s), timed as exo's MLX
-    bandwidth bench times them (bench/test_mlx_bandwidth.py of exo, the project babbler
-    came from; it says GB/s). The other node's babblerd answers (its responder, on by
-    default: babblerd --bench).
+    bandwidth bench times them (test_mlx_bandwidth.py in exo's bench folder; exo is the
+    project babbler came from; it says GB/s). The other node's babblerd answers (its
+    responder, on by default: babblerd --bench).
 
     --all measures every reachable node in turn (no sweep unless asked); --ring makes every
     node send to the next at once, as an all-gather does, to find the slow link (the slowest
