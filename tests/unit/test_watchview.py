@@ -77,8 +77,8 @@ def test_a_neighbour_met_unnamed_is_named_by_the_route_to_its_own_address() -> N
     view.lines(snapshot())
     v3x2 = {"address": "fe80::3", "interface": "v1x2"}
     assert view.lines(Change("neighbour", "add", v3x2)) == ["neighbour met on v1x2 (fe80::3)"]
-    route = {"prefix": "fde0:20c6:1fa7:ffff:aaaa:bbbb:cccc:0/128", "via": "fe80::3"}
-    route |= {"interface": "v1x2", "refmetric": 32}  # n3 (samples' address) beyond it
+    route: dict[str, Any] = {"prefix": "fde0:20c6:1fa7:ffff:aaaa:bbbb:cccc:0/128"}
+    route |= {"via": "fe80::3", "interface": "v1x2", "refmetric": 32}  # n3 beyond it
     assert view.lines(Change("route", "add", route)) == []
     said = view.lines(Change("route", "add", {**route, "refmetric": 0}))
     assert said == ["neighbour on v1x2 (fe80::3) is n3"]
