@@ -56,6 +56,8 @@ return {
     document.getElementById('node-details').dataset.nodeId : null,
   detailsText: document.getElementById('details').innerText,
   images: document.querySelectorAll('img').length,
+  trouble: document.getElementById('state').classList.contains('error') ?
+    document.getElementById('state').textContent : null,
 };
 """
 
@@ -189,14 +191,18 @@ def test_the_page_draws_nodes_as_they_come_and_go(
         browser.find_element("css selector", f'g.node[data-node-id="{third}"] circle').click()
         shown_within(browser, lambda s: s["details"] == third, "n3's details after a click")
         cabled = "v3x2 to n2 v2x3"  # its cable, both ends (once n2's info says it too)
-        shown_within(browser, lambda s: cabled in s["detailsText"], "n3's cable in its details")
+        hops = "Hops\n2\n"  # once the infos agree on the path
+        shown_within(
+            browser,
+            lambda s: cabled in s["detailsText"] and hops in s["detailsText"],
+            "n3's cable and hops in its details",
+        )
         details = page(browser)["detailsText"]
         status3 = lab.status(n3)
         assert MALICIOUS in details
         assert status3["node_address"] in details
         assert status3["node_address_v4"] in details
         assert status3["version"] in details
-        assert "Hops\n2\n" in details
 
         lab.stop(n3)
 
@@ -209,6 +215,11 @@ def test_the_page_draws_nodes_as_they_come_and_go(
         assert not any(third in (c["a"], c["b"]) for c in shown["cables"])
         assert any(MALICIOUS in line and "left" in line for line in shown["log"]), shown["log"]
         assert no_alert(browser)
+
+        lab.stop(n1)  # the page says babblerd is gone, and follows it when it is back
+        shown_within(browser, lambda s: s["trouble"] and str(n1.socket) in s["trouble"], "gone")
+        lab.start(n1)
+        shown_within(browser, lambda s: s["trouble"] is None and both(s), "n1 back, n2 with it")
 
 
 def cable_between(shown: dict[str, Any], a: str, b: str) -> dict[str, Any] | None:
@@ -259,6 +270,13 @@ def test_a_cable_shows_its_rate_rise_while_traffic_runs(
         finally:
             traffic.terminate()
             traffic.wait()
+        assert lab.status(n1)["clients"] >= 1  # the page's watch
+        browser.get("about:blank")  # no page open: babblerctl web asks babblerd nothing
+
+        def quiet_socket() -> bool:
+            return bool(lab.status(n1)["clients"] == 0)
+
+        until(quiet_socket, SHOWN, "babblerctl web off n1's socket once no page is open")
 
 
 def fetch(url: str, host: str | None = None) -> tuple[int, bytes]:
