@@ -157,19 +157,21 @@ def _table(
     what: str,
 ) -> list[Line]:
     """Column heads, then rows (cells, style) cut to `limit` lines, the last one saying how
-    many more rows there are when they do not all fit."""
-    out: list[Line] = [[(fit(_join(heads, widths), width), "bold")]]
-    if len(rows) > limit:
-        kept = max(0, limit - 1)
-        out += [[(fit(_join(cells_, widths), width), style)] for cells_, style in rows[:kept]]
+    many more rows there are when they do not all fit. Numbers are right-aligned."""
+
+    def line(values: Sequence[str]) -> str:
+        cut = (fit(v, w) for v, w in zip(values, widths, strict=True))
+        aligned = (
+            c.strip().rjust(len(c)) if h in NUMBERS else c for c, h in zip(cut, heads, strict=True)
+        )
+        return fit(" ".join(aligned).rstrip(), width)
+
+    out: list[Line] = [[(line(heads), "bold")]]
+    kept = len(rows) if len(rows) <= limit else max(0, limit - 1)
+    out += [[(line(cells_), style)] for cells_, style in rows[:kept]]
+    if kept < len(rows):
         out.append([(fit(f"… {len(rows) - kept} more {what}", width), "dim")])
-        return out
-    out += [[(fit(_join(cells_, widths), width), style)] for cells_, style in rows]
     return out
-
-
-def _join(values: Sequence[str], widths: list[int]) -> str:
-    return " ".join(fit(v, w) for v, w in zip(values, widths, strict=True)).rstrip()
 
 
 def _widths(
@@ -186,6 +188,7 @@ def _widths(
 
 
 NODE_HEADS = ("NODE", "ADDRESS", "IPV4", "HOPS", "STATE")
+NUMBERS = frozenset({"HOPS", "SPEED", "MTU", "A->B", "B->A"})  # right-aligned columns
 
 
 def _node_table(nodes: list[NodeRow], fresh: set[str], width: int, limit: int) -> list[Line]:
