@@ -20,7 +20,7 @@ import json
 import socket
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, MutableMapping
 from contextlib import aclosing, suppress
 from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv6Address, ip_address
@@ -207,20 +207,34 @@ class Hub:
                 self._wanted.set()
 
     async def _watch(self) -> None:
-        """Each `watch` event (and a lost babblerd) asks for a refresh."""
-        async with aclosing(self.client.watch()) as events:
-            async for _event in events:
-                self._poked.set()
-
-    async def _tick(self) -> None:
+        """Each `watch` event (and a lost babblerd) asks for a refresh. The client's watch
+        reconnects by itself; a line it cannot read starts it again a TICK later."""
         import trio
 
+        while True:
+            try:
+                async with aclosing(self.client.watch()) as events:
+                    async for _event in events:
+                        self._poked.set()
+            except ClientError:
+                self._poked.set()
+                await trio.sleep(TICK)
+
+    async def _tick(self) -> None:
+        """A refresh each TICK, and SETTLE after an event; counters once a TICK only (a
+        reading per event would add nothing, and events may come many a second)."""
+        import trio
+
+        counted = float("-inf")
         while True:
             with trio.move_on_after(TICK):
                 await self._poked.wait()
                 await trio.sleep(SETTLE)
-            counting = not self._poked.is_set()  # counters once a TICK, not per event
             self._poked = trio.Event()
+            now = trio.current_time()
+            counting = now - counted >= TICK - SETTLE
+            if counting:
+                counted = now
             await self.refresh(counters=counting)
 
     async def refresh(self, counters: bool = True) -> None:
@@ -266,7 +280,7 @@ class Hub:
             await self.refresh()
         return self.payload
 
-    async def follow(self) -> AsyncIterator[bytes]:
+    async def follow(self) -> AsyncGenerator[bytes, None]:
         """Each new payload, the current one first, for as long as the page stays."""
         self.viewers += 1
         self._wanted.set()

@@ -1,19 +1,27 @@
-"""`babblerctl web` without a browser: --listen, the Host check, its one-line errors, and that
-babblerctl does not pay for starlette and hypercorn unless the page is served."""
+"""`babblerctl web` without a browser: --listen, the Host check, its one-line errors, that
+babblerctl does not pay for starlette and hypercorn unless the page is served, and when the
+pages' shared view asks babblerd what (a fake public socket, trio's mock clock)."""
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
+from collections.abc import AsyncIterator
+from contextlib import aclosing
 from ipaddress import IPv4Address, IPv6Address
+from pathlib import Path
+from typing import Any
 
 import pytest
+import trio
+import trio.testing
 from hypothesis import given
 from hypothesis import strategies as st
 
 from babbler.core.errors import BabblerError
-from babbler.live.web import Listen, host_allowed, parse_listen
+from babbler.live.web import LINGER, TICK, Hub, Listen, host_allowed, parse_listen
 
 CTL = [sys.executable, "-m", "babbler.ctl.main"]
 PORTS = st.integers(1, 65535)
@@ -125,3 +133,56 @@ def test_no_babblerd_at_the_socket_is_one_line(tmp_path: object) -> None:
     assert done.returncode == 1
     assert len(done.stderr.splitlines()) == 1
     assert "/nonexistent/b.sock" in done.stderr
+
+
+class FakeBabblerd:
+    """The public socket as the page's Hub uses it: answers recorded with the (mock) time,
+    a `watch` that sends an event every `every` seconds."""
+
+    def __init__(self, every: float) -> None:
+        self.every = every
+        self.asked: list[tuple[float, str]] = []
+
+    async def request(self, request: str) -> list[str]:
+        now = trio.current_time()
+        self.asked.append((now, request))
+        if request == "status":
+            return [json.dumps({"node_id": "00000000000a", "name": "n1", "nodes": []})]
+        return [json.dumps({"at": now, "nodes": []})]
+
+    async def watch(self) -> AsyncIterator[object]:
+        while True:
+            await trio.sleep(self.every)
+            yield {"type": "route"}
+
+
+async def open_page(hub: Hub, seconds: float) -> list[dict[str, Any]]:
+    got = []
+    with trio.move_on_after(seconds):
+        async with aclosing(hub.follow()) as payloads:
+            async for payload in payloads:
+                got.append(json.loads(payload))
+    return got
+
+
+async def test_a_page_gets_counters_each_second_however_busy_and_nobody_asks_once_closed(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    babblerd = FakeBabblerd(every=0.2)  # a busy mesh: five events a second
+    hub = Hub(Path("/nonexistent"))
+    hub.client = babblerd  # type: ignore[assignment]
+    async with trio.open_nursery() as nursery:
+        await nursery.start(hub.run)
+        shown = await open_page(hub, 10)
+        counters = [at for at, what in babblerd.asked if what == "counters"]
+        statuses = [at for at, what in babblerd.asked if what == "status"]
+        assert 9 <= len(counters) <= 11  # once a TICK, not once an event
+        assert len(statuses) >= 25  # each event is shown within SETTLE
+        assert len(shown) >= 25 and shown[-1]["mesh"]["me"] == "00000000000a"
+        await trio.sleep(LINGER + 2 * TICK)
+        asked = len(babblerd.asked)
+        await trio.sleep(60)  # no page open: babblerd is asked nothing
+        assert len(babblerd.asked) == asked
+        shown = await open_page(hub, 3)  # a page again: live again
+        assert len(babblerd.asked) > asked and shown
+        nursery.cancel_scope.cancel()
