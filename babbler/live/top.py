@@ -260,13 +260,15 @@ class Poller:
 
     def poll(self, now: float) -> None:
         status = ask(self.path, "status", ASK_TIMEOUT)
+        if not isinstance(status, dict) or not isinstance(status.get("node_id"), str):
+            raise ProtocolError(f"`status` answered no node's status ({self.path})")
         counters = None
         if self.rates:
             try:
                 counters = ask(self.path, "counters", ASK_TIMEOUT)
             except ProtocolError:  # `bad request`: a babblerd without counters
                 self.rates = False
-        self.mesh = self.model.step(status, counters, now)
+        self.mesh = self.model.step(status, counters if isinstance(counters, dict) else None, now)
         self.problem = None if self.rates else "this babblerd gives no counters: no rates"
 
     def poll_or_wait(self, now: float) -> None:

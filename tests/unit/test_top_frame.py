@@ -231,6 +231,25 @@ def test_once_says_when_babblerd_has_no_counters(
     assert all(line.split()[-2:] == ["-", "-"] for line in done.output.splitlines()[7:10])
 
 
+def test_once_survives_answers_of_the_wrong_shape(
+    fake_babblerd: tuple[Path, dict[str, Any]],
+) -> None:
+    from babbler.ctl.main import main as babblerctl
+
+    path, served = fake_babblerd
+    status = ring_status(["me", "n2", "n3"])
+    status["nodes"] += [None, 7, {"node_id": ["x"]}, {"node_id": "0000000000ff", "hops": "2"}]
+    status["nodes"][0].update(name=["n2"], links="x", cables=[{"interface": "../x"}])
+    served.update(status=status, counters=[1, 2])
+    done = CliRunner().invoke(babblerctl, ["top", "--once", "--socket", str(path)])
+    assert done.exit_code == 0, done.output
+    assert "00000000000b" in done.output  # n2's name was no text: its id stands for it
+    served["status"] = [status]
+    done = CliRunner().invoke(babblerctl, ["top", "--once", "--socket", str(path)])
+    assert done.exit_code == 1
+    assert done.output == f"babblerctl top: `status` answered no node's status ({path})\n"
+
+
 def test_without_babblerd_one_line_and_exit_1(tmp_path: Path) -> None:
     from babbler.ctl.main import main as babblerctl
 
