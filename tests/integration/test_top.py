@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -155,10 +156,15 @@ def test_a_real_terminal_draws_the_frame_and_gets_its_settings_back(
 
     lab.start(n1)
     lab.wait_served(n1)
-    after.unlink()
-    with pane(lab.name + "t", script) as session:
-        seen(session, "babbler top: n1")
-        os.kill(int(pid_file.read_text()), 15)  # SIGTERM: the terminal is given back too
-        until(after.exists, 20, "top ended on SIGTERM")
-        settings = after.read_text().split()
-        assert "echo" in settings and "icanon" in settings, settings
+    for way_out in ("C-c", "SIGTERM"):  # the terminal is given back on these too
+        after.unlink()
+        with pane(f"{lab.name}{way_out}", script) as session:
+            seen(session, "babbler top: n1")
+            if way_out == "SIGTERM":
+                os.kill(int(pid_file.read_text()), signal.SIGTERM)
+            else:
+                subprocess.run(["tmux", "send-keys", "-t", session, way_out], check=True)
+            until(after.exists, 20, f"top ended on {way_out}")
+            settings = after.read_text().split()
+            assert "echo" in settings and "icanon" in settings, (way_out, settings)
+            assert not any("babbler top" in line for line in screen(session)), way_out
