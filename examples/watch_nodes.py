@@ -3,9 +3,11 @@
     python examples/watch_nodes.py                  # the system babblerd
     python examples/watch_nodes.py --socket PATH    # another one (a lab node's)
 
-The first lines are the machines already known (`up`); then one line per change. When
-babblerd restarts, the client reconnects by itself and tells only what changed meanwhile.
-No root needed: babblerd's socket is world-readable. Ctrl-C ends it.
+The first lines are the machines already known (`up`); then one line per change. A machine
+that loses its route is first told `changed` with "no route", while babblerd holds it for
+the down hold (a route may come back), then `down` if none came. When babblerd restarts,
+the client reconnects by itself and tells only what changed meanwhile. No root needed:
+babblerd's socket is world-readable. Ctrl-C ends it.
 """
 
 from __future__ import annotations
@@ -14,14 +16,22 @@ import argparse
 import asyncio
 import contextlib
 
-from babbler.client import AsyncClient, ClientError
+from babbler.client import AsyncClient, ClientError, Node
+
+
+def where(node: Node) -> str:
+    """How this node reaches it: a route, none for now (the down hold), or unreachable."""
+    if not node.reachable:
+        return "unreachable"
+    if node.metric is None:  # reachable but no route: babblerd's down hold
+        return "no route now: down unless one comes back within the down hold"
+    return f"metric {node.metric} via {node.interface}"
 
 
 async def follow(socket: str | None) -> None:
     async for event in AsyncClient(socket).watch_nodes():
         node = event.node
-        where = f"metric {node.metric} via {node.interface}" if node.reachable else "unreachable"
-        print(f"{event.action:8} {node.label:16} {node.node_address}  {where}", flush=True)
+        print(f"{event.action:8} {node.label:16} {node.node_address}  {where(node)}", flush=True)
 
 
 def main() -> None:
