@@ -1,34 +1,41 @@
 """The facts `babblerctl doctor` reads on this host (ui/doctor.py judges them): babblerd's
-status, the physical links, and the platform's own state. Linux: sysfs, /proc/sys and one
-netlink dump of the rules. macOS: `ifconfig`, `networksetup -listallhardwareports`, `ifconfig
+status, the physical links, and the platform's own state. Linux: sysfs, /proc/sys, one
+netlink dump of the rules and, while no babblerd answers, of the addresses (the mesh's that
+a crashed one left). macOS: `ifconfig`, `networksetup -listallhardwareports`, `ifconfig
 bridgeN`, `system_profiler SPThunderboltDataType -json` and the application firewall's
 `socketfilterfw`, through `run` so that tests give transcribed outputs. Nothing here needs root
 but the state dir; what could not be read is None, and the check says so."""
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import shutil
 import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
+from socket import AF_INET6
 
 from babbler.client import Client
 from babbler.client.model import Status
 from babbler.core import darwin_output as darwin
 from babbler.core import rdma
+from babbler.core.addressing import MESH_PREFIX
 from babbler.core.errors import BabblerError
 from babbler.core.fence import ours
 from babbler.core.links import Link
 from babbler.core.platform import DEFAULT_STATE_DIR, LINUX, MACOS, PLATFORMS, RUNNING, Platform
 from babbler.host import sysfs
+from babbler.host.record import FILE as RECORD
 from babbler.host.record import LINUX_BOOT, PROC_SYS, read_record
 from babbler.ui.doctor import Facts, LinkFacts, LinuxFacts, MacFacts
 
 Run = Callable[[Sequence[str]], str]  # a command's output; raises OSError if it cannot run
 SYS_NET = Path("/sys/class/net")
 FIREWALL = "/usr/libexec/ApplicationFirewall/socketfilterfw"
+STATE_DIR_ENV = "BABBLER_STATE_DIR"  # babbler-lab exec sets it to the node's babblerd's
+START_ENV = "BABBLER_START_HINT"  # how to start it, where not as a service (babbler-lab exec)
 # RDMA over Thunderbolt's own commands (core/rdma.py); the ports and the profile are read above
 RDMA_OWN = ("version_text", "rdma_ctl_text", "devices_text")
 
@@ -102,6 +109,26 @@ def linux_links(links: dict[str, Link], mesh: set[str]) -> tuple[LinkFacts, ...]
             )
         )
     return tuple(out)
+
+
+def mesh_addresses() -> tuple[tuple[str, str], ...] | None:
+    """The addresses of the mesh's prefix on this host's links, as (link, address/length);
+    None if netlink cannot be read. With no babblerd running, a crashed one left them."""
+    try:
+        from pyroute2 import IPRoute
+
+        with IPRoute() as ip:
+            names = {link["index"]: link.get_attr("IFLA_IFNAME") for link in ip.get_links()}
+            found = ip.get_addr(family=AF_INET6)
+    except Exception:  # pyroute2 raises its own kinds too: the check says nothing then
+        return None
+    out = []
+    for entry in found:
+        address = entry.get_attr("IFA_ADDRESS")
+        if address and ipaddress.IPv6Address(address) in MESH_PREFIX:
+            link = str(names.get(entry["index"], entry["index"]))
+            out.append((link, f"{address}/{entry['prefixlen']}"))
+    return tuple(sorted(out))
 
 
 def babbler_rules() -> int | None:
@@ -193,8 +220,13 @@ def gather(
     platform: Platform | None = None,
 ) -> Facts:
     """The facts on this host, checked as `platform` (None: the one babblerd acts as, else
-    the running system's)."""
+    the running system's). The state dir left at its default is $BABBLER_STATE_DIR when
+    set, and how to start babblerd $BABBLER_START_HINT (`babbler-lab exec` sets both)."""
     status, error = status_of(socket)
+    if error and os.environ.get(START_ENV):  # "babblerd is not running (...); start it: ..."
+        error = f"{error.partition('; ')[0]}; {os.environ[START_ENV]}"
+    if state_dir == DEFAULT_STATE_DIR and os.environ.get(STATE_DIR_ENV):
+        state_dir = Path(os.environ[STATE_DIR_ENV])
     if platform is None:
         told = PLATFORMS.get(status.platform or "") if status is not None else None
         platform = told or RUNNING or LINUX
@@ -207,6 +239,7 @@ def gather(
         status_error=error,
         babeld_version=babeld_version(run) if status is None else None,
         leftovers=left,
+        record=str(state_dir / RECORD) if left else None,
         not_read=() if left is not None else ("settings left by a crashed babblerd",),
     )
     if platform is MACOS:
@@ -214,4 +247,9 @@ def gather(
         return replace(base, links=links, mac=mac)
     found = sysfs.read_links()
     mesh = {i.name for i in status.interfaces} if status else set()
-    return replace(base, links=linux_links(found, mesh), linux=linux_facts(found, mesh))
+    return replace(
+        base,
+        links=linux_links(found, mesh),
+        linux=linux_facts(found, mesh),
+        stale_addresses=mesh_addresses() if status is None else None,
+    )

@@ -74,6 +74,10 @@ class Facts:
     linux: LinuxFacts | None = None
     mac: MacFacts | None = None
     leftovers: list[str] | None = None  # settings a crashed babblerd left; None: not readable
+    record: str | None = None  # the file the leftovers were read from (babblerd's state dir)
+    # Mesh addresses on the links while no babblerd runs: (link, address/prefix length) a
+    # crashed one left; None: not looked (babblerd runs) or could not be read.
+    stale_addresses: tuple[tuple[str, str], ...] | None = None
     not_read: tuple[str, ...] = field(default_factory=tuple)  # what needed root
 
 
@@ -115,9 +119,9 @@ def daemon(facts: Facts) -> Iterable[Check]:
     else:
         running = f"running (pid {b.pid})" if b.pid else "not needed now"
         restarts = f", {_plural(b.restarts, 'restart')}" if b.restarts else ""
-        yield Check(
-            "babeld", OK, f"babeld {b.version or ''} {running}{restarts}".replace("  ", " ")
-        )
+        version = (b.version or "").removeprefix("babeld-")  # `babeld -V` says babeld-1.12.1
+        said = f"babeld {version} {running}" if version else f"babeld {running}"
+        yield Check("babeld", OK, f"{said}{restarts}")
 
 
 def kernel(facts: Facts) -> Iterable[Check]:
@@ -144,7 +148,15 @@ def links(facts: Facts) -> Iterable[Check]:
     for n in s.neighbours if s else ():
         if n.interface:
             neighbours[n.interface] = neighbours.get(n.interface, 0) + 1
-    if not facts.links:
+    if not facts.links and s is None:  # its --interface may name links of any kind (veths)
+        yield Check(
+            "links",
+            WARN,
+            "not checked: babblerd is not running, and it says which links it uses (none here"
+            " is a physical Ethernet or Thunderbolt link)",
+            "start babblerd, then run the doctor again",
+        )
+    elif not facts.links:
         yield Check(
             "links",
             WARN,
@@ -377,11 +389,24 @@ def kernel_mac(facts: Facts) -> Iterable[Check]:
 
 def host(facts: Facts) -> Iterable[Check]:
     if facts.leftovers:
+        listed = f" (sudo cat {facts.record} lists them)" if facts.record else ""
         yield Check(
             "leftovers",
             WARN,
-            f"a babblerd that crashed left {', '.join(facts.leftovers)}",
-            "the next babblerd start puts them back",
+            f"a crashed babblerd left {_plural(len(facts.leftovers), 'kernel setting')} changed"
+            + listed,
+            "start babblerd: it puts them back",
+        )
+    if facts.stale_addresses:
+        links = sorted({link for link, _ in facts.stale_addresses})
+        yield Check(
+            "leftover addresses",
+            WARN,
+            f"a crashed babblerd left {len(facts.stale_addresses)} mesh address"
+            f"{'es' if len(facts.stale_addresses) > 1 else ''}{_on(links)}",
+            "start babblerd: it removes them (by hand: "
+            + "; ".join(f"sudo ip addr del {a} dev {link}" for link, a in facts.stale_addresses)
+            + ")",
         )
     if facts.not_read:
         yield Check(
@@ -390,6 +415,13 @@ def host(facts: Facts) -> Iterable[Check]:
             f"not root: could not check {', '.join(facts.not_read)}",
             "sudo babblerctl doctor checks everything",
         )
+
+
+def _on(links: list[str]) -> str:
+    """`, on a, b and c`, or nothing for no links."""
+    if not links:
+        return ""
+    return ", on " + " and ".join([", ".join(links[:-1]), links[-1]] if len(links) > 1 else links)
 
 
 def rdma(facts: Facts) -> Iterable[Check]:

@@ -129,6 +129,11 @@ FIXTURES = {  # check -> (a host where it fails or warns, the status it gets, wo
     "thunderbolt-net": (kernel(thunderbolt_net=False), FAIL, "not loaded"),
     "leftovers": (host(status=None, leftovers=["net.ipv4.conf.tb1.forwarding"]), WARN, "crashed"),
     "privilege": (host(root=False, not_read=("what a crashed babblerd left",)), WARN, "not root"),
+    "leftover addresses": (
+        host(status=None, stale_addresses=(("tb1", "fde0:20c6:1fa7:3b7c:8774:b3fc::1/128"),)),
+        WARN,
+        "left 1 mesh address, on tb1",
+    ),
 }  # fmt: skip
 
 
@@ -302,3 +307,81 @@ def test_a_cable_babblerd_is_fitting_is_a_warning_for_a_few_seconds() -> None:
     # the far end offers less than it runs at, or nothing: no size both take, a fault at once
     assert by_name(host(status=cabled(9000, far_offer=1500, age=1.2)))["mtu"].status == FAIL
     assert by_name(host(status=cabled(1500, far_offer=None, age=1.2)))["mtu"].status == FAIL
+
+
+# -- what a new user met in a lab (issue 34) -----------------------------------------------------
+
+
+def test_babeld_s_version_is_said_once() -> None:
+    """babeld -V says `babeld-1.12.1`, and so does babblerd's status: not "babeld babeld-"."""
+    said = by_name(on(babeld=replace(BABELD, version="babeld-1.12.1")))["babeld"].saw
+    assert said == "babeld 1.12.1 running (pid 7)", said
+    assert (
+        by_name(on(babeld=replace(BABELD, version=None)))["babeld"].saw == "babeld running (pid 7)"
+    )
+
+
+def test_without_babblerd_links_it_was_told_to_use_are_not_called_missing() -> None:
+    """A lab node's links are veths, which babblerd uses because its --interface names them:
+    with babblerd stopped the doctor cannot know them, and says so rather than "no link"."""
+    found = by_name(host(status=None, status_error=GONE, links=()))
+    assert found["babblerd"].status == FAIL and "not running" in found["babblerd"].saw
+    assert found["links"].status == WARN, found["links"]
+    assert found["links"].saw != "no physical Ethernet or Thunderbolt link"
+    assert found["links"].saw.startswith("not checked: babblerd is not running"), found["links"]
+    assert found["links"].do == "start babblerd, then run the doctor again"
+
+
+SETTINGS = [
+    f"net.{family}.conf.{link}.{name}"
+    for link in ("v1x2", "v1x5")
+    for family, name in [
+        ("ipv6", "accept_ra"), ("ipv6", "accept_redirects"), ("ipv4", "accept_redirects"),
+        ("ipv4", "send_redirects"), ("ipv4", "forwarding"), ("ipv4", "rp_filter"),
+        ("ipv6", "accept_dad"), ("ipv6", "optimistic_dad"), ("ipv6", "use_optimistic"),
+    ]
+] + ["net.ipv6.conf.all.forwarding"]  # fmt: skip
+
+
+def test_a_crash_s_kernel_settings_are_counted_in_one_short_line() -> None:
+    facts = host(status=None, leftovers=sorted(SETTINGS), record="/run/lab/n1/state/sysctls")
+    left = by_name(facts)["leftovers"]
+    assert left.saw == (
+        "a crashed babblerd left 19 kernel settings changed"
+        " (sudo cat /run/lab/n1/state/sysctls lists them)"
+    )
+    assert left.do == "start babblerd: it puts them back"
+    line = next(x for x in render_checks(checks(facts)).splitlines() if "leftovers" in x)
+    assert len(line) < 200 and "net." not in line, line
+
+
+def test_mesh_addresses_a_crash_left_are_said_with_how_to_remove_them() -> None:
+    stale = (
+        ("v1x2", "fde0:20c6:1fa7:3b7c:8774:b3fc::1/128"),
+        ("v1x5", "fde0:20c6:1fa7:3b7c:8774:b3fc::2/128"),
+    )
+    found = by_name(host(status=None, stale_addresses=stale))["leftover addresses"]
+    assert found.saw == "a crashed babblerd left 2 mesh addresses, on v1x2 and v1x5"
+    assert found.do == (
+        "start babblerd: it removes them (by hand: "
+        "sudo ip addr del fde0:20c6:1fa7:3b7c:8774:b3fc::1/128 dev v1x2; "
+        "sudo ip addr del fde0:20c6:1fa7:3b7c:8774:b3fc::2/128 dev v1x5)"
+    )
+    assert "leftover addresses" not in by_name(host(status=None, stale_addresses=()))
+
+
+def test_the_state_dir_babbler_lab_exec_names_is_where_a_crash_s_leftovers_are_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`babbler-lab exec NODE -- babblerctl doctor` passes no --state-dir: the doctor reads
+    the node's from BABBLER_STATE_DIR, which exec sets."""
+    boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    record = {"boot": boot, "set": {"net/ipv6/conf/all/forwarding": ["0", "1"]}}
+    (tmp_path / "sysctls").write_text(json.dumps(record))
+    monkeypatch.setenv("BABBLER_STATE_DIR", str(tmp_path))
+    facts = gathering.gather(tmp_path / "no.sock")
+    assert facts.leftovers == ["net.ipv6.conf.all.forwarding"]
+    assert facts.record == str(tmp_path / "sysctls")
+    other = tmp_path / "other"
+    other.mkdir()
+    assert gathering.gather(tmp_path / "no.sock", state_dir=other).leftovers == []
