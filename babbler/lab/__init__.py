@@ -160,7 +160,10 @@ class Lab:
             raise LabError(f"--nodes must be between 1 and {MAX_NODES}")
         files.make_dir(LAB_ROOT)
         if os.path.lexists(files.make_dir(LAB_ROOT / name) / "lab.json"):
-            raise LabError(f"lab {name!r} is already up; run `babbler-lab --name {name} down`")
+            raise LabError(
+                f"a lab named {name!r} is already up: pick another --name (or, to replace"
+                f" it, take it down first: babbler-lab --name {name} down)"
+            )
         lab = cls(
             name,
             topology,

@@ -6,7 +6,7 @@ import functools
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -39,6 +39,7 @@ from babbler.ui.command import render_svg, run_command, versioned
 from babbler.ui.render import render_path, render_status
 
 F = TypeVar("F", bound=Callable[..., Any])
+NO_BREAK = "\u2011"  # a non-breaking hyphen: stands in for "-" while click wraps the help
 PICTURE_WAIT = 15.0  # the picture waits this long for every node's info, then shows what it has
 
 # -- command line ------------------------------------------------------------------------------
@@ -52,6 +53,21 @@ def _need_root() -> None:
     if os.geteuid() != 0:
         click.echo("babbler-lab: must run as root (it creates network namespaces)", err=True)
         sys.exit(1)
+
+
+DEFAULT_NAME = "lab"
+
+
+def _said(name: str) -> str:
+    """What the lab's lines begin with: `lab NAME`, or `lab` for the default lab (not
+    "lab lab")."""
+    return "lab" if name == DEFAULT_NAME else f"lab {name}"
+
+
+def _as(name: str) -> str:
+    """The `--name` a command shown for this lab needs to work pasted (none for the default
+    lab, unless BABBLER_LAB names another)."""
+    return f" --name {name}" if name != DEFAULT_NAME or os.environ.get("BABBLER_LAB") else ""
 
 
 NAME_HELP = (
@@ -74,7 +90,7 @@ def _named(command: F) -> F:
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--name", default="lab", envvar="BABBLER_LAB", metavar="NAME", help=NAME_HELP)
+@click.option("--name", default=DEFAULT_NAME, envvar="BABBLER_LAB", metavar="NAME", help=NAME_HELP)
 @click.version_option(__version__, prog_name="babbler-lab")
 @click.pass_context
 def main(ctx: click.Context, name: str) -> None:
@@ -124,26 +140,33 @@ def _bring_up(
             time.sleep(carrier_delay)
             lab.plug_all()
         acting = "" if platform == "linux" else f", {platform} nodes"
+        served = time.monotonic() - started
         click.echo(
-            f"lab {name}: {nodes} nodes, {topology}{acting}, babblerd serving on all "
-            f"({time.monotonic() - started:.2f} s)"
+            f"{_said(name)}: {nodes} nodes, {topology}{acting}, babblerd serving on all "
+            f"({served:.2f} s since babbler-lab started)"
         )
         if bridged and platform != "linux":
             click.echo(
-                f"lab {name}: the macOS nodes' Thunderbolt ports are in bridge0, as on a new"
+                f"{_said(name)}: the macOS nodes' Thunderbolt ports are in bridge0, as on a new"
                 " Mac: `babbler-lab exec NODE -- babblerctl doctor` says how to take them out"
             )
-        click.echo(f"lab {name}: logs in {lab.base}/n*/babblerd.log")
+        click.echo(f"{_said(name)}: logs in {lab.base}/n*/babblerd.log")
         if wait:
             lab.wait_reachable(wait)
+            reached = time.monotonic() - started
             click.echo(
-                f"lab {name}: every node reaches every other "
-                f"({time.monotonic() - started:.2f} s after up)"
+                f"{_said(name)}: every node reaches every other ({reached:.2f} s since "
+                f"babbler-lab started, {reached - served:.2f} s after every babblerd served)"
+            )
+        elif mode == "on-demand":
+            click.echo(
+                f"{_said(name)}: on demand: each node's mesh idles until something on that"
+                f" node subscribes (`babbler-lab{_as(name)} exec NODE -- babblerctl watch`)"
             )
         else:
             click.echo(
-                f"lab {name}: the mesh may still be forming (`babbler-lab status`; "
-                "--wait SECONDS waits until every node reaches every other)"
+                f"{_said(name)}: the mesh may still be forming (`babbler-lab{_as(name)} status`;"
+                " --wait SECONDS waits until every node reaches every other)"
             )
     except BaseException:
         lab.down()
@@ -290,7 +313,8 @@ def up(
 @_named
 @click.argument("node", required=False)
 def lab_status(name: str, node: str | None) -> None:
-    """babblerctl status of NODE (n1, n2...), or one line per node."""
+    """babblerctl status of NODE (n1, n2...), or one line per node. Exits 1 when a node's
+    babblerd is not running, and says which."""
 
     def go() -> None:
         lab = Lab.load(name)
@@ -298,6 +322,7 @@ def lab_status(name: str, node: str | None) -> None:
             click.echo(render_status(parse_status(lab.status(lab.node(node)))))
             return
         others = len(lab.nodes) - 1
+        stopped = []
         for n in lab.nodes:
             try:
                 s = lab.status(n)
@@ -311,6 +336,13 @@ def lab_status(name: str, node: str | None) -> None:
                 )
             except NotRunning:
                 click.echo(f"{n.name}  not running")
+                stopped.append(n.name)
+        if stopped:
+            them = ", ".join(stopped)
+            raise LabError(
+                f"babblerd not running on {them} (its log: {lab.base}/{stopped[0]}/babblerd.log;"
+                f" start it: babbler-lab{_as(name)} start {stopped[0]})"
+            )
 
     _guard(go)
 
@@ -322,13 +354,17 @@ def lab_status(name: str, node: str | None) -> None:
 def lab_exec(name: str, node: str, command: tuple[str, ...]) -> None:
     """Run COMMAND inside NODE's namespace: babbler-lab exec n1 -- ping fde0:...
 
-    babblerctl there talks to NODE's babblerd, and the lab's own programs (babblerctl,
-    babblerd) come first on PATH, also under sudo, which resets PATH."""
+    babblerctl there talks to NODE's babblerd (BABBLER_SOCKET), and its doctor reads NODE's
+    state dir (BABBLER_STATE_DIR) and says how to start it (BABBLER_START_HINT); the lab's
+    own programs (babblerctl, babblerd) come first on PATH, also under sudo, which resets
+    PATH."""
     _need_root()
 
     def go() -> None:
         target = Lab.load(name).node(node)
         os.environ["BABBLER_SOCKET"] = str(target.socket)  # babblerctl talks to this node
+        os.environ["BABBLER_STATE_DIR"] = str(target.state_dir)  # its doctor finds a crash's
+        os.environ["BABBLER_START_HINT"] = f"start it: babbler-lab{_as(name)} start {node}"
         if target.macos:  # its commands (ifconfig...) first, and babblerctl checks as macOS
             os.environ.update(mac.environment(target))
         here = str(Path(sys.executable).parent)  # the venv's bin: babblerctl, babblerd
@@ -350,10 +386,10 @@ def stop_node(name: str, node: str) -> None:
         lab = Lab.load(name)
         target = lab.node(node)
         if target.pid is None:
-            click.echo(f"lab {name}: {target.name}'s babblerd is not running")
+            click.echo(f"{_said(name)}: {target.name}'s babblerd is not running")
             return
         lab.stop(target)
-        click.echo(f"lab {name}: {target.name}'s babblerd stopped")
+        click.echo(f"{_said(name)}: {target.name}'s babblerd stopped")
 
     _guard(go)
 
@@ -369,10 +405,10 @@ def start_node(name: str, node: str) -> None:
         lab = Lab.load(name)
         target = lab.node(node)
         if target.pid is not None and lab.running(target):
-            click.echo(f"lab {name}: {target.name}'s babblerd is already running")
+            click.echo(f"{_said(name)}: {target.name}'s babblerd is already running")
             return
         lab.start(target)
-        click.echo(f"lab {name}: {target.name}'s babblerd serving")
+        click.echo(f"{_said(name)}: {target.name}'s babblerd serving")
 
     _guard(go)
 
@@ -389,7 +425,7 @@ def restart_node(name: str, node: str) -> None:
         target = lab.node(node)
         lab.stop(target)
         lab.start(target)
-        click.echo(f"lab {name}: {target.name}'s babblerd restarted")
+        click.echo(f"{_said(name)}: {target.name}'s babblerd restarted")
 
     _guard(go)
 
@@ -415,7 +451,7 @@ def mac_settings(name: str, node: str, macos: str | None, rdma: str | None) -> N
         if not target.macos:
             raise LabError(f"{target.name} is not a macOS node (babbler-lab up --platform)")
         now = mac.set_mac(target, macos, rdma)
-        click.echo(f"lab {name}: {target.name} macOS {now['macos']}, RDMA {now['rdma']}")
+        click.echo(f"{_said(name)}: {target.name} macOS {now['macos']}, RDMA {now['rdma']}")
 
     _guard(go)
 
@@ -428,7 +464,7 @@ def _cable_command(name: str, a: str, b: str, plugged: bool) -> None:
         ends = lab.cable(lab.node(a).index, lab.node(b).index)
         lab.plug(*ends, up=plugged)
         said = "plugged in" if plugged else "pulled out"
-        click.echo(f"lab {name}: the cable n{ends[0]}-n{ends[1]} {said}")
+        click.echo(f"{_said(name)}: the cable n{ends[0]}-n{ends[1]} {said}")
 
     _guard(go)
 
@@ -462,10 +498,10 @@ def down(name: str) -> None:
         try:
             lab = Lab.load(name)
         except LabNotUp:  # nothing to take down: the state it was asked for
-            click.echo(f"lab {name}: not up (nothing to take down)")
+            click.echo(f"{_said(name)}: not up (nothing to take down)")
             return
         lab.down()
-        click.echo(f"lab {name}: down")
+        click.echo(f"{_said(name)}: down")
 
     _guard(go)
 
@@ -482,8 +518,10 @@ def demo(
     platform: str,
     speed: str,
 ) -> None:
-    """Up a mesh, show node 1's status, ping the farthest node's node address, tear it all
-    down."""
+    """Up a mesh, show node 1's status, ping the farthest node's node address and show the
+    path there, draw the mesh as node 1 sees it into mesh.svg in the current directory
+    (replaced if there; Graphviz's dot draws it), tear it all down. Each command shown runs
+    as it is on a lab of this name while it is up."""
     _need_root()
 
     def go() -> None:
@@ -502,41 +540,48 @@ def demo(
             started = time.monotonic()
             if lab.wait_settled(first):
                 click.echo(
-                    f"lab {name}: {first.name}'s routes settled on the shortest paths "
-                    f"({time.monotonic() - started:.2f} s later)"
+                    f"{_said(name)}: {first.name}'s routes settled on the shortest paths "
+                    f"({time.monotonic() - started:.2f} s after every node reached every other)"
                 )
-            status = _with_infos(lab, first)
-            click.echo(f"\n$ babblerctl status --socket {first.socket}")
-            click.echo(render_status(parse_status(status)))
+            on_first = f"babbler-lab{_as(name)} exec {first.name} --"  # its socket, its netns
             far = lab.nodes[farthest(lab) - 1]
+            status = _with_infos(lab, first, far.name)
+            click.echo(f"\n$ {on_first} babblerctl status")
+            click.echo(render_status(parse_status(status)))
             address = lab.status(far)["node_address"]
+            ping = ("ping", "-6", "-c", "3", "-i", "0.2", address)
             click.echo(
-                f"\n$ babbler-lab exec {first.name} -- ping -c 3 {address}   "
-                f"# {far.name}'s node address (babblerctl ip), the farthest node"
+                f"\n$ {on_first} {' '.join(ping)}   "
+                f"# {far.name}'s node address (babblerctl ip {far.name}), the farthest node"
             )
-            result = lab.exec(first, "ping", "-6", "-c", "3", "-i", "0.2", address)
+            result = lab.exec(first, *ping)
             click.echo(result.stdout.rstrip() or result.stderr.rstrip())
             if result.returncode != 0:
                 raise LabError(f"ping from {first.name} to {far.name} failed")
-            click.echo(f"\n$ babblerctl path {far.name}")
+            click.echo(f"\n$ {on_first} babblerctl path {far.name}")
             click.echo(render_path(parse_status(status), far.name))
-            _draw(status)
+            _draw(status, on_first)
         finally:
             lab.down()
-            click.echo(f"\nlab {name}: down")
+            click.echo(f"\n{_said(name)}: down")
 
     _guard(go)
 
 
-def _with_infos(lab: Lab, node: Node) -> dict[str, Any]:
+def _with_infos(lab: Lab, node: Node, far: str) -> dict[str, Any]:
     """The node's status once every other node is listed, its info in and naming all its
-    neighbours (or after 15 s): what the status and the picture show."""
+    neighbours, and the path to `far` known from them (or after 15 s): what the status, the
+    path and the picture show."""
 
     def complete(status: dict[str, Any]) -> bool:
-        return len(status["nodes"]) == len(lab.nodes) - 1 and not any(
+        listed = len(status["nodes"]) == len(lab.nodes) - 1 and not any(
             n["name"] is None or any(m["node_id"] is None for m in n["neighbours"])
             for n in status["nodes"]
         )
+        try:  # a node's info may still lack a neighbour that came after it was asked
+            return listed and bool(render_path(parse_status(status), far))
+        except BabblerError:
+            return False
 
     statuses: list[dict[str, Any]] = []
 
@@ -548,10 +593,10 @@ def _with_infos(lab: Lab, node: Node) -> dict[str, Any]:
     return statuses[-1]
 
 
-def _draw(status: dict[str, Any]) -> None:
-    """The mesh as node 1 sees it, into mesh.svg."""
+def _draw(status: dict[str, Any], on_first: str) -> None:
+    """The mesh as node 1 sees it, into mesh.svg in the current directory."""
     out = Path("mesh.svg").resolve()
-    click.echo(f"\n$ babblerctl graph --svg {out.name}")
+    click.echo(f"\n$ {on_first} babblerctl graph --svg {out}")
     try:
         render_svg(to_dot(Graph.from_status(status)), out)
     except BabblerError as error:
@@ -560,6 +605,29 @@ def _draw(status: dict[str, Any]) -> None:
     click.echo(f"wrote {out}")
 
 
+class _WholeWords(click.HelpFormatter):
+    """click's help with no word broken at a hyphen: click's wrapper breaks there, so on a
+    narrow terminal /run/babbler-lab/NAME, bbl-NAME-n1 or --key-file came out in two."""
+
+    def write_text(self, text: str) -> None:
+        super().write_text(text.replace("-", NO_BREAK))
+
+    def write_dl(
+        self, rows: Iterable[tuple[str, str]], col_max: int = 30, col_spacing: int = 2
+    ) -> None:
+        rows = [(term, text.replace("-", NO_BREAK)) for term, text in rows]
+        super().write_dl(rows, col_max, col_spacing)
+
+    def getvalue(self) -> str:
+        return super().getvalue().replace(NO_BREAK, "-")
+
+
+class _WholeWordsContext(click.Context):
+    formatter_class = _WholeWords
+
+
+for _command in [main, *main.commands.values()]:
+    _command.context_class = _WholeWordsContext
 versioned(main, "babbler-lab", __version__)  # every subcommand, last
 
 
