@@ -319,7 +319,11 @@ def lab_status(name: str, node: str | None) -> None:
     def go() -> None:
         lab = Lab.load(name)
         if node:
-            click.echo(render_status(parse_status(lab.status(lab.node(node)))))
+            target = lab.node(node)
+            try:
+                click.echo(render_status(parse_status(lab.status(target))))
+            except NotRunning:
+                raise _not_running(name, lab, [target.name]) from None
             return
         others = len(lab.nodes) - 1
         stopped = []
@@ -338,13 +342,18 @@ def lab_status(name: str, node: str | None) -> None:
                 click.echo(f"{n.name}  not running")
                 stopped.append(n.name)
         if stopped:
-            them = ", ".join(stopped)
-            raise LabError(
-                f"babblerd not running on {them} (its log: {lab.base}/{stopped[0]}/babblerd.log;"
-                f" start it: babbler-lab{_as(name)} start {stopped[0]})"
-            )
+            raise _not_running(name, lab, stopped)
 
     _guard(go)
+
+
+def _not_running(name: str, lab: Lab, stopped: list[str]) -> LabError:
+    """The nodes whose babblerd does not answer, with the first's log and how to start it."""
+    first = stopped[0]
+    return LabError(
+        f"babblerd not running on {', '.join(stopped)} (its log: {lab.base}/{first}/"
+        f"babblerd.log; start it: babbler-lab{_as(name)} start {first})"
+    )
 
 
 @main.command("exec", context_settings={"ignore_unknown_options": True})

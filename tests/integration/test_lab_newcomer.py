@@ -52,6 +52,8 @@ def test_a_clash_a_stopped_node_and_the_doctor_after_a_crash() -> None:
         assert status.returncode == 1, status.stdout
         assert "babblerd not running on n2" in status.stderr, status.stderr
         assert f"babbler-lab --name {name} start n2" in status.stderr, status.stderr
+        alone = run("--name", name, "status", "n2")
+        assert alone.returncode == 1 and alone.stderr == status.stderr, alone.stderr
 
         doctor = run("--name", name, "exec", "n2", "--", "babblerctl", "doctor")
         assert doctor.returncode == 1, doctor.stdout  # babblerd is not running: a failure
