@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import errno
 import json
+import signal
 import socket
 import time
 from collections import deque
@@ -368,7 +369,7 @@ def build_app(hub: Hub, listen: Listen) -> ASGIApp:
 
 
 async def serve(socket_path: Path, listen: Listen) -> None:
-    """Serve until Ctrl-C (hypercorn's trio worker, which owns the signals)."""
+    """Serve until Ctrl-C or SIGTERM, on hypercorn's trio worker."""
     import trio
     from hypercorn.config import Config
     from hypercorn.trio import serve as hypercorn_serve
@@ -381,8 +382,19 @@ async def serve(socket_path: Path, listen: Listen) -> None:
     hub = Hub(socket_path)
     async with trio.open_nursery() as nursery:
         await nursery.start(hub.run)
-        await hypercorn_serve(build_app(hub, listen), config)  # type: ignore[arg-type]
+        app = build_app(hub, listen)
+        await hypercorn_serve(app, config, shutdown_trigger=_stop_asked)  # type: ignore[arg-type]
         nursery.cancel_scope.cancel()
+
+
+async def _stop_asked() -> None:
+    """Returns on Ctrl-C or SIGTERM: hypercorn then ends its connections (open pages'
+    streams included) within its graceful_timeout."""
+    import trio
+
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for _signal in signals:
+            return
 
 
 @click.command("web")
@@ -394,6 +406,9 @@ def command(ctx: click.Context, socket_path: Path | None, listen: str) -> None:
     its rate each way now (busy cables thicker), this node marked; click a node for its
     addresses, cables, version and info age; the last changes listed. It reads babblerd's
     public socket (no root needed) and asks nothing while no page is open.
+
+    Besides the page: /api/mesh (the model as JSON), /events (its server-sent events),
+    /metrics (what `babblerctl metrics` prints, for Prometheus).
 
     On loopback only by default; for a remote node forward the port over ssh
     (ssh -L 8770:127.0.0.1:8770 NODE, then open http://127.0.0.1:8770/ here). Ctrl-C ends it.

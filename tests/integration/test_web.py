@@ -119,11 +119,10 @@ def web(node: Node, log: Path, listen: str | None = None) -> Iterator[str]:
         until(lambda: answering() or served.poll() is not None, 30, "babblerctl web serving")
         assert served.poll() is None, log.read_text()
         yield f"http://{listen}/"
-    finally:
         served.terminate()
-        try:
-            served.wait(10)
-        except subprocess.TimeoutExpired:
+        assert served.wait(10) == 0, log.read_text()  # SIGTERM ends it cleanly, pages open
+    finally:
+        if served.poll() is None:
             served.kill()
             served.wait()
         print(f"--- babblerctl web's output:\n{log.read_text()}")
