@@ -18,6 +18,10 @@ from babbler.core.errors import BabblerError
 
 CONNECT_TIMEOUT = 10.0
 BUSY_WAIT = 2.0  # seconds a busy responder is asked again (it ends a session after answering)
+# Seconds a refused connection is tried again: the responder starts behind the rest of a
+# starting babblerd (spawn.BACKGROUND_NICE), so a node that has just come may not listen yet
+# (on a busy 2-core host, seconds after its routes are in).
+STARTING_WAIT = 10.0
 RTT_SIZE = 64
 RTT_COUNT = 1000
 MIN_SWEEP_TIME = 0.05  # seconds: a size is repeated until this much time went to it (at most
@@ -33,26 +37,40 @@ class BenchError(BabblerError):
 def session(address: str, port: int, request: wire.Request) -> socket.socket:
     """A connection to a responder that accepted `request`; a responder still finishing
     our previous session (it answers before it is free) is asked again for up to
-    BUSY_WAIT. Raises BenchError."""
-    deadline = time.monotonic() + BUSY_WAIT
+    BUSY_WAIT; one that refuses the connection (not started yet) for up to STARTING_WAIT.
+    Raises BenchError."""
+    start = time.monotonic()
     while True:
         try:
             return _session(address, port, request)
         except Busy:
-            if time.monotonic() >= deadline:
+            if time.monotonic() >= start + BUSY_WAIT:
                 raise BenchError(
                     f"{address} is busy with another bench session; try again"
                 ) from None
             time.sleep(0.01)
+        except NotYet as refused:
+            if time.monotonic() >= start + STARTING_WAIT:
+                raise BenchError(
+                    f"no bench responder at [{address}]:{port}: {refused} for "
+                    f"{STARTING_WAIT:g} s (is babblerd there running with --bench on?)"
+                ) from None
+            time.sleep(0.2)
 
 
 class Busy(Exception):
     """The responder is in another session."""
 
 
+class NotYet(Exception):
+    """Nothing listens on the responder's port (yet): the connection was refused."""
+
+
 def _session(address: str, port: int, request: wire.Request) -> socket.socket:
     try:
         sock = socket.create_connection((address, port), timeout=CONNECT_TIMEOUT)
+    except ConnectionRefusedError as error:
+        raise NotYet(error.strerror or error) from None
     except OSError as error:
         raise BenchError(
             f"no bench responder at [{address}]:{port}: {error.strerror or error} "

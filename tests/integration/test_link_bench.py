@@ -47,6 +47,12 @@ def responders(node: Node) -> list[int]:
     return [int(pid) for pid in found.stdout.split()]
 
 
+def listening(lab: Lab, node: Node, port: int = DEFAULT_PORT) -> bool:
+    """Whether `node`'s bench responder listens yet: it starts behind a starting babblerd
+    (spawn.BACKGROUND_NICE), so a node's routes can be in before it does."""
+    return bool(lab.exec(node, "ss", "-Hltn", f"sport = :{port}").stdout.strip())
+
+
 def responder_of(node: Node) -> int:
     """The pid of the one bench responder under `node`'s babblerd."""
     pids = responders(node)
@@ -191,6 +197,7 @@ def test_the_responder_is_one_session_at_a_time_and_mesh_only(make_lab: LabFacto
         ).stdout.splitlines()
         if " fe80:" in line
     )
+    until(lambda: listening(lab, n2), what="n2's bench responder listening")
     done = lab.exec(n1, sys.executable, "-c", PROBE, target, str(DEFAULT_PORT), link_local)
     out = json.loads(done.stdout)
     assert out["first"] == '{"ok": true}', out
