@@ -62,8 +62,10 @@ async def test_always_mode_runs_babeld_and_serves_its_table() -> None:
                 "brought_up": False,
                 "mtu": None,
                 "max_mtu": None,
+                "counters": None,  # a fake link: sysfs has none of it
             }
         ]
+        assert status["counters_at"] is not None  # read for this request
         assert status["routes"][0]["prefix"] == "fde0:20c6:1fa7:ffff:aaaa:bbbb:cccc:1/128"
         assert status["neighbours"][0]["reach"] == "ffff"
         assert status["babeld"]["pid"] == fake.starts()[0][0]
