@@ -1,6 +1,7 @@
 """Other nodes' counters are fetched only while someone looks (daemon/nodes/viewer.py): no
 ask while nobody asked `counters`, each routed node at most once a second while someone
-did, none VIEWER_HOLD after the last; a bad answer changes nothing but is said once."""
+did, none VIEWER_HOLD after the last; a bad answer changes nothing but is said once. The
+node-info port's side: one source's `counters` asks are bounded."""
 
 from __future__ import annotations
 
@@ -14,8 +15,12 @@ import trio
 import trio.testing
 
 from babbler.core.addressing import format_node_id, node_address, owner_of
+from babbler.daemon.fanout import Hub
 from babbler.daemon.nodes import ask
+from babbler.daemon.nodes.answer import encode_counters
+from babbler.daemon.nodes.service import NodeService
 from babbler.daemon.nodes.viewer import EVERY, VIEWER_HOLD, Viewer
+from babbler.daemon.wakeup import Signal
 
 ONE, TWO = 0xA1, 0xA2
 
@@ -128,3 +133,32 @@ async def test_a_node_no_longer_routed_is_neither_asked_nor_listed(
         assert [e["node_id"] for e in viewer.entries()] == [format_node_id(ONE)]
         assert all(t <= at for n, t in nodes.asks if n == TWO)
         nursery.cancel_scope.cancel()
+
+
+async def test_the_node_info_port_answers_counters_to_one_source_at_most_twice_a_second(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async def ours() -> dict[str, Any]:
+        return answer(ONE, 7)
+
+    service = NodeService(
+        me=lambda: ONE,
+        port=6698,
+        info=dict,
+        routes=list,
+        hub=Hub(),
+        moved=Signal(),
+        counters=ours,
+    )
+    source = node_address(TWO)
+    replies = [await service._count(source) for _ in range(10)]  # a burst: 4 taken
+    assert replies[:4] == [encode_counters(answer(ONE, 7))] * 4
+    assert replies[4:] == [b"bad counters: asked too often\n"] * 6
+    assert service.counts["counters_answers"] == 4
+    await trio.sleep(1.0)  # two more a second
+    assert [await service._count(source) for _ in range(3)][-1].startswith(b"bad counters")
+    assert await service._count(node_address(0xA3)) == encode_counters(answer(ONE, 7))
+    silent = NodeService(
+        me=lambda: ONE, port=6698, info=dict, routes=list, hub=Hub(), moved=Signal()
+    )
+    assert await silent._count(source) == b"bad request\n"  # no counters given: none answered
