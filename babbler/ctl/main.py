@@ -517,7 +517,9 @@ def bench(
     type=click.Path(path_type=Path, file_okay=False),
     default=DEFAULT_STATE_DIR,
     show_default=True,
-    help="babblerd's state directory (what a crashed babblerd left is recorded there)",
+    envvar="BABBLER_STATE_DIR",
+    help="babblerd's state directory (what a crashed babblerd left is recorded there) "
+    "[env BABBLER_STATE_DIR: babbler-lab exec sets it to the node's]",
 )
 @click.option(
     "--platform",
