@@ -1,4 +1,4 @@
-"""babblerctl as a user meets it, against a fake babblerd (tests/unit/test_peer_text.py's):
+"""babblerctl as a user meets it, against a fake babblerd (tests/fakes/babblerd_socket.py):
 what each command prints, and its one-line errors."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from typing import Any
 from click.testing import CliRunner
 
 from babbler.ctl.main import main as babblerctl
+from tests.fakes.babblerd_socket import fake_babblerd
 from tests.unit.samples import typed
 from tests.unit.test_hostfile import mesh_status
-from tests.unit.test_peer_text import fake_babblerd
 
 __all__ = ["fake_babblerd"]  # the fixture, used by name below
 

@@ -7,12 +7,9 @@ from __future__ import annotations
 import json
 import math
 import os
-import socket
 import stat
 import subprocess
 import sys
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +21,10 @@ from hypothesis import strategies as st
 from babbler.core.errors import BabblerError
 from babbler.live.metrics import CONTENT_TYPE, command, exposition, render, write_atomically
 from babbler.live.metricset import SPECS, Family, families
+from tests.fakes.babblerd_socket import fake_babblerd
 from tests.needs import tool
+
+__all__ = ["fake_babblerd"]  # the fixture, used by name below
 
 EVIL = 'n"2\\\n} evil{x="1"} 9\ud800'  # quotes, a backslash, a newline, a lone surrogate
 EVIL_SHOWN = 'n"2\\\n} evil{x="1"} 9?'  # the surrogate cannot be encoded: "?"
@@ -318,42 +318,8 @@ def test_metrics_o_to_a_missing_directory_says_so_in_one_line(tmp_path: Path) ->
 # -- against a socket -----------------------------------------------------------------------------
 
 
-@pytest.fixture
-def fake_babblerd(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
-    """A socket that answers each request with the line the test puts in the dict (missing:
-    `bad unknown request`), then `ok`."""
-    path, answers = tmp_path / "babblerd.sock", dict[str, str]()
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(str(path))
-    listener.listen()
-
-    def serve() -> None:
-        while True:
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                return
-            with conn, conn.makefile("rwb") as file:
-                file.write(b"BABEL 1.0\nok\n")
-                file.flush()
-                for line in file:
-                    request = line.decode().strip()
-                    answer = answers.get(request)
-                    file.write(b"bad unknown\n" if answer is None else f"{answer}\nok\n".encode())
-                    file.flush()
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    try:
-        yield path, answers
-    finally:
-        listener.shutdown(socket.SHUT_RDWR)
-        listener.close()
-        thread.join(5)
-
-
 def test_metrics_prints_the_node_from_its_socket(
-    fake_babblerd: tuple[Path, dict[str, str]],
+    fake_babblerd: tuple[Path, dict[str, Any]],
 ) -> None:
     path, answers = fake_babblerd
     answers |= {"status": json.dumps(status()), "stats": json.dumps(STATS)}
@@ -371,7 +337,7 @@ def test_the_content_type_names_the_format_generate_latest_writes() -> None:
 
 
 def test_a_daemon_without_stats_is_shown_without_its_own_figures(
-    fake_babblerd: tuple[Path, dict[str, str]],
+    fake_babblerd: tuple[Path, dict[str, Any]],
 ) -> None:
     path, answers = fake_babblerd
     answers["status"] = json.dumps(status())
@@ -389,7 +355,7 @@ def test_no_babblerd_is_babbler_up_0_written_and_exit_1(tmp_path: Path) -> None:
 
 
 def test_an_answer_that_is_not_a_status_is_babbler_up_0(
-    fake_babblerd: tuple[Path, dict[str, str]],
+    fake_babblerd: tuple[Path, dict[str, Any]],
 ) -> None:
     path, answers = fake_babblerd
     for answer in ("[1, 2]", "not json", "null"):

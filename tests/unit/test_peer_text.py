@@ -4,10 +4,6 @@ in every output people read (tables, watch, doctor, DOT, errors and warnings).""
 
 from __future__ import annotations
 
-import json
-import socket
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +18,10 @@ from babbler.ui.command import run_command
 from babbler.ui.doctor import Facts, checks, render_checks
 from babbler.ui.render import render_nodes, render_path, render_status
 from babbler.ui.watchview import WatchView
+from tests.fakes.babblerd_socket import fake_babblerd
 from tests.unit.samples import NODE_ENTRY, STATUS, typed
+
+__all__ = ["fake_babblerd"]  # the fixture, used by name below
 
 # Clear the screen, set the window title, a row of its own, then a right-to-left override.
 EVIL = "\x1b[2J\x1b]0;pwned\x07n9\n  n10  fe80::1  fake row\u202e"
@@ -101,36 +100,6 @@ def test_an_error_naming_a_peer_is_one_escaped_line(capsys: pytest.CaptureFixtur
     with pytest.raises(SystemExit):
         run_command("babblerctl", fail)
     assert clean(capsys.readouterr().err) == f"babblerctl: {SHOWN} is not reachable now\n"
-
-
-@pytest.fixture
-def fake_babblerd(tmp_path: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
-    """A Unix socket that answers `status` as babblerd would, with the status the test puts
-    in the dict it gets."""
-    path, served = tmp_path / "babblerd.sock", dict[str, Any]()
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(str(path))
-    listener.listen()
-
-    def serve() -> None:
-        while True:
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                return
-            with conn:
-                conn.sendall(b"BABEL 1.0\nok\n")
-                conn.recv(4096)
-                conn.sendall(json.dumps(served["status"]).encode() + b"\nok\n")
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    try:
-        yield path, served
-    finally:
-        listener.shutdown(socket.SHUT_RDWR)
-        listener.close()
-        thread.join(5)
 
 
 def test_babblerctl_escapes_a_peer_name_in_tables_and_warnings(

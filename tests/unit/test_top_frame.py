@@ -5,23 +5,21 @@ stand-in babblerd."""
 from __future__ import annotations
 
 import io
-import json
-import socket
 import subprocess
 import sys
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 from click.testing import CliRunner
 from hypothesis import given
 from hypothesis import strategies as st
 
 from babbler.live.mesh import Live, MeshView, Rates, view
 from babbler.live.top import FRESH, cells, frame, plain, rate_text, styled
+from tests.fakes.babblerd_socket import fake_babblerd
 from tests.unit.test_live_mesh import IDS, counters, ring_status
+
+__all__ = ["fake_babblerd"]  # the fixture, used by name below
 
 NAMES = ["n1", "n2", "n3", "n4"]
 
@@ -153,42 +151,6 @@ def test_a_peer_name_is_text_never_markup() -> None:
     assert "\x1b]8;" not in ansi  # no hyperlink made
     assert "\x1b[2J" not in ansi  # the name's escape was not passed on
     assert "😄" not in ansi
-
-
-@pytest.fixture
-def fake_babblerd(tmp_path: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
-    """A Unix socket answering `status` and `counters` with what the test puts in the dict
-    (a `counters` of None: `bad request`, as a babblerd without counters answers)."""
-    path, served = tmp_path / "babblerd.sock", dict[str, Any]()
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(str(path))
-    listener.listen()
-
-    def serve() -> None:
-        while True:
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                return
-            with conn:
-                conn.sendall(b"BABEL 1.0\nok\n")
-                request = conn.recv(4096).decode().strip()
-                answer = served.get(request)
-                if callable(answer):
-                    answer = answer()
-                if answer is None:
-                    conn.sendall(b"bad request\n")
-                else:
-                    conn.sendall(json.dumps(answer).encode() + b"\nok\n")
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    try:
-        yield path, served
-    finally:
-        listener.shutdown(socket.SHUT_RDWR)
-        listener.close()
-        thread.join(5)
 
 
 def test_once_prints_plain_text_with_rates_and_names_as_text(
