@@ -10,6 +10,7 @@ from collections import Counter
 from ipaddress import IPv6Address
 from typing import Any
 
+import pytest
 import structlog
 import trio
 import trio.testing
@@ -162,3 +163,17 @@ async def test_the_node_info_port_answers_counters_to_one_source_at_most_twice_a
         me=lambda: ONE, port=6698, info=dict, routes=list, hub=Hub(), moved=Signal()
     )
     assert await silent._count(source) == b"bad request\n"  # no counters given: none answered
+
+
+async def test_an_older_node_that_does_not_know_counters_is_said_as_such(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async def refusing(address: IPv6Address, port: int, request: bytes, within: float) -> bytes:
+        assert request == b"counters"
+        return b"bad request\n"
+
+    monkeypatch.setattr(ask, "_exchange", refusing)
+    with pytest.raises(ask.AskFailed) as failed:
+        await ask.ask_counters(node_address(ONE), 6698, format_node_id(ONE))
+    assert not isinstance(failed.value, ask.BadAnswer)
+    assert str(failed.value) == "the node answered 'bad request'"

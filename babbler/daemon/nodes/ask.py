@@ -38,6 +38,10 @@ async def ask_counters(address: IPv6Address, port: int, node_id: str) -> Info:
     """One `counters` exchange with the node `node_id` at `address`: its link counters,
     checked (checked.parse_counters). Raises AskFailed (BadAnswer: `bad counters: ...`)."""
     data = await _exchange(address, port, COUNTERS, COUNTERS_TIMEOUT)
+    if data.startswith(b"bad ") and data.count(b"\n") == 1 and len(data) <= 64:
+        # its own refusal: an older babblerd (`bad request`), or asked too often
+        said = data.decode(errors="replace").strip().encode("unicode_escape").decode()
+        raise AskFailed(f"the node answered {said!r}")
     try:
         return parse_counters(data, node_id)
     except BadInfo as error:
