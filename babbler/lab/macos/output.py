@@ -361,10 +361,13 @@ def netstat(routes: Iterable[Route], family: int, ifaces: Iterable[Iface]) -> st
     return "".join(lines)
 
 
-# netstat -ibn (network_cmds' if.c, macOS 13 and later): Name in 10 (a `*` after it while
-# the interface is down), Mtu in 5, Network in 13 and Address in 17, both cut to fit; then
-# Ipkts 8, Ierrs 5, Ibytes 10, Opkts 8, Oerrs 5, Obytes 10, Coll 5, right-aligned, a number
-# wider than its column pushing the rest of the row along (readers split on blanks).
+# netstat -ibn: the columns and rows of public pastes from Macs (a `<Link#N>` row with the
+# MAC, or none on lo0; a row per address repeating the counters with `-` for errors; a `*`
+# after a down interface's name; an address cut to 17 characters, `fe80:5::fa1e:dfff`).
+# The widths (Name 10, Mtu 5, Network 13, Address 17; Ipkts 8, Ierrs 5, Ibytes 10, Opkts 8,
+# Oerrs 5, Obytes 10, Coll 5, numbers right-aligned and pushing the row along when wider)
+# are network_cmds' if.c as remembered, not measured on a capture: babbler's reader
+# (core/darwin_output.py link_counters) splits on blanks and reads from the row's end.
 INTERFACE_HEADER = (
     f"{'Name':<10} {'Mtu':<5} {'Network':<13} {'Address':<17}"
     f" {'Ipkts':>8} {'Ierrs':>5} {'Ibytes':>10} {'Opkts':>8} {'Oerrs':>5} {'Obytes':>10}"
