@@ -1,12 +1,13 @@
 """`babblerctl web`: the mesh as a page, served by the unprivileged babblerctl from babblerd's
 public socket (issue 34 item 3).
 
-What it owns: `--listen` (pure: `parse_listen`, `host_allowed`), the one live view every open
-page shares (`Hub`: while a page is open it follows `watch`, and each second asks `status`
-and `counters`; with no page open it asks nothing), and the routes: `/` and `/static/...`
-(the browser code in babbler/live/static/, shipped in the package: no CDN), `/api/mesh`
-(babbler.live.mesh's model as JSON), `/events` (server-sent events, one per refresh),
-`/metrics` (`babblerctl metrics`' Prometheus text, babbler.live.metrics).
+What it owns: the one live view every open page shares (`Hub`: while a page is open it
+follows `watch`, and each second asks `status` and `counters`; with no page open it asks
+nothing), binding the `--listen` address (read, and the Host check, in babbler.live.listen),
+and the routes: `/` and `/static/...` (the browser code in babbler/live/static/, shipped in
+the package: no CDN), `/api/mesh` (babbler.live.mesh's model as JSON), `/events`
+(server-sent events, one per refresh), `/metrics` (`babblerctl metrics`' Prometheus text,
+babbler.live.metrics).
 The page sets every value from the wire as text (static/mesh.js), never as markup.
 
 Starlette and hypercorn (its trio worker) are imported when the command runs, not with this
@@ -23,8 +24,6 @@ import time
 from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, MutableMapping
 from contextlib import aclosing, suppress
-from dataclasses import dataclass
-from ipaddress import IPv4Address, IPv6Address, ip_address
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,12 +35,12 @@ from babbler.client.sync import one_json
 from babbler.core.errors import BabblerError
 from babbler.ctl.options import socket_of, socket_option
 from babbler.live import mesh, metrics
+from babbler.live.listen import DEFAULT_LISTEN, Listen, host_allowed, parse_listen
 from babbler.ui.command import run_command
 
 if TYPE_CHECKING:
     import trio
 
-DEFAULT_LISTEN = "127.0.0.1:8770"
 TICK = 1.0  # s between refreshes (status and counters) while a page is open
 SETTLE = 0.1  # s a watch event waits for those that come with it before the refresh it asks
 LINGER = 3.0  # s the feed outlives the last page: a reload comes back within it
@@ -62,74 +61,6 @@ LISTEN_HELP = (
     "can reach the port: they read the mesh's state (names, addresses, cables, rates). "
     "There is no authentication."
 )
-
-
-# -- --listen (pure) ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Listen:
-    host: IPv4Address | IPv6Address
-    port: int
-
-    @property
-    def bind(self) -> str:
-        """hypercorn's form, and a URL's: `127.0.0.1:8770`, `[::1]:8770`."""
-        return (
-            f"[{self.host}]:{self.port}" if self.host.version == 6 else f"{self.host}:{self.port}"
-        )
-
-    @property
-    def loopback(self) -> bool:
-        return self.host.is_loopback
-
-    @property
-    def url(self) -> str:
-        return f"http://{self.bind}/"
-
-
-def parse_listen(text: str) -> Listen:
-    """`ADDRESS:PORT` (IPv6 in brackets) as given to --listen. Raises BabblerError saying
-    what to write instead."""
-    wanted = f"--listen wants ADDRESS:PORT, e.g. {DEFAULT_LISTEN} or [::1]:8770"
-    if text.startswith("["):
-        host, bracket, rest = text[1:].partition("]")
-        if not bracket or not rest.startswith(":"):
-            raise BabblerError(f"{wanted}, got {text!r}")
-        port = rest[1:]
-    else:
-        host, colon, port = text.rpartition(":")
-        if not colon or not host:
-            raise BabblerError(f"{wanted}, got {text!r}")
-        if ":" in host:
-            raise BabblerError(f"--listen: write an IPv6 address in brackets ([{host}]:{port})")
-    try:
-        address = ip_address(host)
-    except ValueError:
-        raise BabblerError(f"--listen: {host!r} is not an IP address ({wanted})") from None
-    if isinstance(address, IPv6Address) and not text.startswith("["):
-        raise BabblerError(f"--listen: write an IPv6 address in brackets ([{host}]:{port})")
-    if isinstance(address, IPv4Address) and text.startswith("["):
-        raise BabblerError(f"{wanted}, got {text!r}")
-    if not (port.isascii() and port.isdigit() and 1 <= int(port) <= 65535):
-        raise BabblerError(f"--listen: the port must be 1-65535, got {port!r}")
-    return Listen(address, int(port))
-
-
-def host_allowed(host_header: str, listen: Listen) -> bool:
-    """Whether a request's Host header may be served. On loopback only loopback names: a
-    web site the browser visits cannot rebind its own name to 127.0.0.1 and read the mesh
-    (DNS rebinding). Listening elsewhere the page is exposed anyway (LISTEN_HELP)."""
-    if not listen.loopback:
-        return True
-    host = host_header.strip().lower()
-    host = host[1:].partition("]")[0] if host.startswith("[") else host.partition(":")[0]
-    if host == "localhost":
-        return True
-    try:
-        return ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def check_port(listen: Listen) -> None:

@@ -21,7 +21,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from babbler.core.errors import BabblerError
-from babbler.live.web import LINGER, TICK, Hub, Listen, host_allowed, parse_listen
+from babbler.live.listen import Listen, host_allowed, parse_listen
+from babbler.live.web import LINGER, TICK, Hub
 
 CTL = [sys.executable, "-m", "babbler.ctl.main"]
 PORTS = st.integers(1, 65535)
