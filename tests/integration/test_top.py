@@ -14,10 +14,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import pytest
-
-from babbler.client import sync
-from babbler.client.errors import ProtocolError
 from babbler.lab import Lab, Node
 from babbler.live.mesh import Rates, view
 from tests.integration.helpers import WAIT, LabFactory, until
@@ -52,14 +48,6 @@ def bits(value: str, unit: str) -> float:
     return float(value) * RATE_UNITS[unit]
 
 
-def has_counters(node: Node) -> bool:
-    try:
-        sync.ask(node.socket, "counters")
-    except ProtocolError:
-        return False
-    return True
-
-
 def test_once_lists_every_node_and_cable_and_the_busy_cable_first(make_lab: LabFactory) -> None:
     lab = ring(make_lab, 4)
     n1, n2, _, _ = lab.nodes
@@ -77,8 +65,6 @@ def test_once_lists_every_node_and_cable_and_the_busy_cable_first(make_lab: LabF
     assert {tuple(sorted([e[:2], e[2:]])) for e in ends} == {
         tuple(sorted([e[:2], e[2:]])) for e in wanted
     }
-    if not has_counters(n1):
-        pytest.skip("this babblerd has no `counters` request yet (issue 34 item 1)")
 
     # 100 pings a second of 1000 bytes from n2 to n3 over their cable (its /31 peer address)
     peer = next(a["peer"] for a in lab.status(n2)["addresses_v4"] if a["interface"] == "v2x3")
