@@ -7,6 +7,7 @@ other machines, and a terminal must only print them.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator, Sequence
 from ipaddress import IPv4Address, IPv6Address, IPv6Network, ip_address, ip_network
 from textwrap import wrap
 from typing import Any
@@ -357,30 +358,55 @@ def link_addresses(s: Status, node: Node | None = None) -> list[Address]:
     return [Address("", str(address)) for address in sorted(found)]
 
 
-def _addresses_of(s: Status) -> list[tuple[str, str | None, list[str | None]]]:
-    """(node id, name, every address it is known by) for this node and each other one:
-    node addresses, link addresses, cable addresses, and a neighbour's link-local."""
-    me: list[str | None] = [s.node_address, s.node_address_v4]
-    me += [a.address for a in s.addresses] + [c.address for c in s.addresses_v4]
-    out: list[tuple[str, str | None, list[str | None]]] = [(s.node_id, s.name, me)]
-    for n in s.nodes:
-        known: list[str | None] = [n.node_address, n.node_address_v4]
-        known += [c.address for c in n.cables] + [a.address for a in link_addresses(s, n)]
-        known += [m.address for m in s.neighbours if m.node_id == n.node_id]
-        out.append((n.node_id, n.name, known))
-    return out
+def _claimed(s: Status, node: Node) -> list[str | None]:
+    """The addresses of another node's links and cables: its cable addresses come from its
+    info (what it says), its link addresses from babeld's routes, its link-local from the
+    neighbour babeld met here."""
+    known: list[str | None] = [c.address for c in node.cables]
+    known += [a.address for a in link_addresses(s, node)]
+    return known + [m.address for m in s.neighbours if m.node_id == node.node_id]
+
+
+def _matches(s: Status, what: str) -> Iterator[dict[str, str | None]]:
+    """The nodes (node id -> name) `what` names at each step, most trusted first: a node id;
+    this node's own addresses and the IPv6 node addresses (made from the node ids); the IPv4
+    node addresses (from the nodes' infos); a name; the addresses of links and cables. An
+    address is never taken for a name (anyone may call itself 10.0.0.5)."""
+    address = _address(what.split("%")[0])  # fe80::1%v1x2 as ip prints it
+    everyone = [(s.node_id, s.name), *((n.node_id, n.name) for n in s.nodes)]
+
+    def having(
+        known: Iterable[tuple[str, str | None, Sequence[str | None]]],
+    ) -> dict[str, str | None]:
+        if address is None:
+            return {}
+        return {i: name for i, name, found in known if any(address == _address(a) for a in found)}
+
+    yield {i: name for i, name in everyone if i.casefold() == what.casefold()}
+    mine: list[str | None] = [s.node_address, s.node_address_v4]
+    mine += [a.address for a in s.addresses] + [c.address for c in s.addresses_v4]
+    yield having(
+        [(s.node_id, s.name, mine), *((n.node_id, n.name, [n.node_address]) for n in s.nodes)]
+    )
+    yield having((n.node_id, n.name, [n.node_address_v4]) for n in s.nodes)
+    yield {} if address is not None else {i: name for i, name in everyone if name == what}
+    yield having((n.node_id, n.name, _claimed(s, n)) for n in s.nodes)
 
 
 def node_id(s: Status, what: str) -> str:
-    """The node id of the node `what` names: this node or another that status lists, by name,
-    node id (any case), node address, or any address of its links and cables. Raises
-    BabblerError (one text for every command)."""
-    address = _address(what.split("%")[0])  # fe80::1%v1x2 as ip prints it
-    for ident, name, addresses in _addresses_of(s):
-        if what == name or what.casefold() == ident.casefold():
-            return ident
-        if address is not None and any(address == _address(a) for a in addresses):
-            return ident
+    """The node id of the node `what` names: this node or another that status lists, by node
+    id (any case), node address, name, or an address of its links and cables, in that order
+    of trust (_matches): what another node says of itself never takes a node from a more
+    trusted step. Raises BabblerError (one text for every command), also when `what` names
+    more than one node at one step (two nodes claiming one cable address, or one name)."""
+    for found in _matches(s, what):
+        if len(found) == 1:
+            return next(iter(found))
+        if found:
+            nodes = ", ".join(
+                f"{name} (id {i})" if name else i for i, name in sorted(found.items())
+            )
+            raise BabblerError(f"{what!r} names more than one node: {nodes}; use its node id")
     raise BabblerError(
         f"no node {what!r} (a name, node id or node address, or an address of its links or"
         " cables: babblerctl nodes)"

@@ -186,6 +186,65 @@ def test_a_node_is_found_by_its_id_in_any_case_and_by_any_of_its_addresses() -> 
         node_id(s, "N2")  # names are as the node says them
 
 
+def hostile() -> dict[str, Any]:
+    """mesh() with a third node n3 (id 00000000000b), listed first, that says in its info
+    what is other nodes': n2's cable address, this node's, and their IPv4 node addresses."""
+    value = mesh()
+    value["nodes"][-1] |= {"name": "n2", "node_address_v4": "10.77.98.201"}
+    value["nodes"].insert(
+        0,
+        {
+            "node_id": "00000000000b",
+            "name": "n3",
+            "node_address": "fde0:20c6:1fa7:ffff:0:0:b:0",
+            "node_address_v4": "10.77.44.75",  # this node's
+            "cables": [
+                {"interface": f"eth{i}", "address": a, "peer": "10.77.200.1"}
+                for i, a in enumerate(["10.77.168.99", "10.77.168.98", "10.77.98.201"])
+            ],
+        },
+    )
+    return value
+
+
+def test_what_a_node_says_of_itself_never_takes_another_nodes_address() -> None:
+    s = typed(hostile())
+    assert node_id(s, "10.77.44.75") == "1a2b3c4d5e6f"  # this node's own IPv4 node address
+    assert node_id(s, "10.77.168.98") == "1a2b3c4d5e6f"  # this node's own end of a cable
+    assert node_id(s, "10.77.98.201") == "aaaabbbbcccc"  # n2's node address before a cable
+    with pytest.raises(BabblerError) as refused:
+        node_id(s, "10.77.168.99")  # n2's cable end, which n3 says is its own too
+    assert str(refused.value) == (
+        "'10.77.168.99' names more than one node: n3 (id 00000000000b), n2 (id aaaabbbbcccc);"
+        " use its node id"
+    )
+
+
+def test_a_node_id_wins_over_a_name_and_an_address_is_never_a_name() -> None:
+    value = hostile()
+    value["nodes"][0]["name"] = "AAAABBBBCCCC"  # n2's node id, as a person may type it
+    assert node_id(typed(value), "AAAABBBBCCCC") == "aaaabbbbcccc"
+    value["nodes"][0]["name"] = "fde0:20c6:1fa7:ffff:aaaa:bbbb:cccc:1"  # n2's link address
+    assert node_id(typed(value), "fde0:20c6:1fa7:ffff:aaaa:bbbb:cccc:1") == "aaaabbbbcccc"
+    value["nodes"][0]["name"] = "10.9.9.9"  # no node's address: still not a name
+    with pytest.raises(BabblerError, match=r"^no node '10\.9\.9\.9'"):
+        node_id(typed(value), "10.9.9.9")
+
+
+def test_two_nodes_of_one_name_are_refused_naming_both_and_their_ids_find_each() -> None:
+    value = hostile()
+    value["nodes"][0]["name"] = "n1"  # this node's name
+    s = typed(value)
+    with pytest.raises(BabblerError) as refused:
+        node_id(s, "n1")
+    assert str(refused.value) == (
+        "'n1' names more than one node: n1 (id 00000000000b), n1 (id 1a2b3c4d5e6f); use its node id"
+    )
+    assert node_id(s, "00000000000B") == "00000000000b"
+    assert node_id(s, "1a2b3c4d5e6f") == "1a2b3c4d5e6f"
+    assert reachable_node(typed(hostile()), "n3").node_id == "00000000000b"
+
+
 def test_ip_all_lists_every_address_of_both_families_and_4_or_6_filter_by_family() -> None:
     from babbler.ui.render import find_node, ip_json, ip_lines
 
