@@ -3,11 +3,11 @@ public socket (issue 34 item 3).
 
 What it owns: the one live view every open page shares (`Hub`: while a page is open it
 follows `watch`, and each second asks `status` and `counters`; with no page open it asks
-nothing), binding the `--listen` address (read, and the Host check, in babbler.live.listen),
-and the routes: `/` and `/static/...` (the browser code in babbler/live/static/, shipped in
-the package: no CDN), `/api/mesh` (babbler.live.mesh's model as JSON), `/events`
-(server-sent events, one per refresh), `/metrics` (`babblerctl metrics`' Prometheus text,
-babbler.live.metrics).
+nothing), binding the `--listen` address (read, and the checks on each request, in
+babbler.live.listen), and the routes: `/` and `/static/...` (the browser code in
+babbler/live/static/, shipped in the package: no CDN), `/api/mesh` (babbler.live.mesh's model
+as JSON), `/events` (server-sent events, one per refresh), `/metrics` (`babblerctl metrics`'
+Prometheus text, babbler.live.metrics).
 The page sets every value from the wire as text (static/mesh.js), never as markup.
 
 Starlette and hypercorn (its trio worker) are imported when the command runs, not with this
@@ -35,7 +35,7 @@ from babbler.client.sync import one_json
 from babbler.core.errors import BabblerError
 from babbler.ctl.options import socket_of, socket_option
 from babbler.live import mesh, metrics
-from babbler.live.listen import DEFAULT_LISTEN, Listen, host_allowed, parse_listen
+from babbler.live.listen import DEFAULT_LISTEN, Listen, parse_allow_host, parse_listen, refusal
 from babbler.ui.command import run_command
 
 if TYPE_CHECKING:
@@ -59,7 +59,14 @@ LISTEN_HELP = (
     "ADDRESS:PORT to serve on [default: 127.0.0.1:8770]; IPv6 in brackets: [::1]:8770. "
     "Anything but loopback exposes the page, /api/mesh, /events and /metrics to anyone who "
     "can reach the port: they read the mesh's state (names, addresses, cables, rates). "
-    "There is no authentication."
+    "There is no authentication. Off loopback it answers only requests addressed to that "
+    "address (http://ADDRESS:PORT/; for 0.0.0.0 or [::], to any address but no name) or to "
+    "an --allow-host name."
+)
+ALLOW_HOST_HELP = (
+    "A DNS name users reach the page by (mesh.lan), answered besides the --listen address "
+    "(or the loopback names); repeat for more. Any other name is refused (421): a web site "
+    "could point its own name at this address and read the mesh (DNS rebinding)."
 )
 
 
@@ -238,18 +245,26 @@ Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
-def guarded(app: ASGIApp, listen: Listen) -> ASGIApp:
-    """`app` behind the Host check (`host_allowed`) and HEADERS on every answer."""
+def guarded(app: ASGIApp, listen: Listen, names: frozenset[str]) -> ASGIApp:
+    """`app` behind babbler.live.listen's `refusal` (a Host a rebound name would carry, a
+    request from another site's page), with HEADERS on every answer."""
     extra = [(k.lower().encode(), v.encode()) for k, v in HEADERS.items()]
 
     async def guard(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await app(scope, receive, send)
             return
-        host = dict(scope.get("headers") or []).get(b"host", b"").decode("latin-1")
-        if not host_allowed(host, listen):
-            await send({"type": "http.response.start", "status": 421, "headers": extra})
-            await send({"type": "http.response.body", "body": b"misdirected request\n"})
+        headers: dict[str, str] = {}
+        for name, value in scope.get("headers") or []:
+            key = name.decode("latin-1").lower()  # a repeated header: both, so neither is safe
+            text = value.decode("latin-1")
+            headers[key] = f"{headers[key]}, {text}" if key in headers else text
+        refused = refusal(scope["method"], scope["path"], headers, listen, names)
+        if refused is not None:
+            status, body = refused
+            plain = [(b"content-type", b"text/plain; charset=utf-8"), *extra]
+            await send({"type": "http.response.start", "status": status, "headers": plain})
+            await send({"type": "http.response.body", "body": body.encode()})
             return
 
         async def with_headers(message: MutableMapping[str, Any]) -> None:
@@ -262,7 +277,7 @@ def guarded(app: ASGIApp, listen: Listen) -> ASGIApp:
     return guard
 
 
-def build_app(hub: Hub, listen: Listen) -> ASGIApp:
+def build_app(hub: Hub, listen: Listen, names: frozenset[str]) -> ASGIApp:
     """The routes (module docstring), as a Starlette app."""
     from starlette.applications import Starlette
     from starlette.requests import Request
@@ -296,10 +311,10 @@ def build_app(hub: Hub, listen: Listen) -> ASGIApp:
         Route("/metrics", prometheus),
         Mount("/static", app=StaticFiles(directory=STATIC), name="static"),
     ]
-    return guarded(Starlette(routes=routes), listen)
+    return guarded(Starlette(routes=routes), listen, names)
 
 
-async def serve(socket_path: Path, listen: Listen) -> None:
+async def serve(socket_path: Path, listen: Listen, names: frozenset[str]) -> None:
     """Serve until Ctrl-C or SIGTERM, on hypercorn's trio worker."""
     import trio
     from hypercorn.config import Config
@@ -313,7 +328,7 @@ async def serve(socket_path: Path, listen: Listen) -> None:
     hub = Hub(socket_path)
     async with trio.open_nursery() as nursery:
         await nursery.start(hub.run)
-        app = build_app(hub, listen)
+        app = build_app(hub, listen, names)
         await hypercorn_serve(app, config, shutdown_trigger=_stop_asked)  # type: ignore[arg-type]
         nursery.cancel_scope.cancel()
 
@@ -331,8 +346,11 @@ async def _stop_asked() -> None:
 @click.command("web")
 @socket_option
 @click.option("--listen", default=DEFAULT_LISTEN, metavar="ADDRESS:PORT", help=LISTEN_HELP)
+@click.option("--allow-host", "allow_hosts", multiple=True, metavar="NAME", help=ALLOW_HOST_HELP)
 @click.pass_context
-def command(ctx: click.Context, socket_path: Path | None, listen: str) -> None:
+def command(
+    ctx: click.Context, socket_path: Path | None, listen: str, allow_hosts: tuple[str, ...]
+) -> None:
     """Serve a live page of the mesh: every node and cable drawn, each cable's speed and
     its rate each way now (busy cables thicker), this node marked; click a node for its
     addresses, cables, version and info age; the last changes listed. It reads babblerd's
@@ -343,18 +361,24 @@ def command(ctx: click.Context, socket_path: Path | None, listen: str) -> None:
 
     On loopback only by default; for a remote node forward the port over ssh
     (ssh -L 8770:127.0.0.1:8770 NODE, then open http://127.0.0.1:8770/ here). Ctrl-C ends it.
+
+    A request another web site's page makes (a browser's Sec-Fetch-Site cross-site or
+    same-site, or an Origin not the page's own) is refused (403): a site open in the browser
+    cannot keep babblerctl following. Following a link to the page itself still works, and
+    curl or Prometheus, which send neither header, are served.
     """
 
     def go() -> None:
         import trio
 
         where = parse_listen(listen)
+        names = frozenset(parse_allow_host(name) for name in allow_hosts)
         check_port(where)
         path = socket_of(ctx, socket_path)
         trio.run(_first_status, path)
         exposed = "" if where.loopback else " (not loopback: anyone who can reach it reads it)"
         click.echo(f"babblerctl web: serving {where.url}{exposed}; Ctrl-C ends", err=True)
-        trio.run(serve, path, where)
+        trio.run(serve, path, where, names)
 
     run_command("babblerctl", go)
 
