@@ -9,10 +9,7 @@ babblerctl's other commands never load it.
 
 from __future__ import annotations
 
-import errno
-import os
 import sys
-import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +22,7 @@ from babbler.client.sync import one_json
 from babbler.core.errors import BabblerError
 from babbler.ctl.options import socket_of, socket_option
 from babbler.live.metricset import Family, families
-from babbler.ui.command import run_command
+from babbler.ui.command import run_command, write_whole
 
 if TYPE_CHECKING:
     from prometheus_client.metrics_core import Metric
@@ -35,18 +32,6 @@ if TYPE_CHECKING:
 # CONTENT_TYPE_LATEST names 1.0.0 (its UTF-8 names, which this text does not use).
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 READ_TIMEOUT = 5.0  # seconds for babblerd's answers: under Prometheus's default scrape timeout
-FILE_MODE = 0o644  # node_exporter reads the file as its own user
-# Why a write failed, said the way people name it (the temporary file is ours: name the one
-# they asked for).
-WRITE_REASONS = {
-    errno.ENOENT: "no such directory",
-    errno.ENOTDIR: "a part of the path is not a directory",
-    errno.EISDIR: "it is a directory",
-    errno.EACCES: "permission denied",
-    errno.EPERM: "permission denied",
-    errno.EROFS: "read-only file system",
-    errno.ENOSPC: "no space left on the device",
-}
 
 
 @dataclass(frozen=True)
@@ -114,51 +99,6 @@ class _Collector:
             yield metric
 
 
-def write_atomically(path: Path, data: bytes) -> None:
-    """Replace `path` with `data` (mode 0644) so that a reader sees the old file or the new
-    one, never a part: a temporary file beside it (not named *.prom, which the textfile
-    collector would read), flushed to disk, renamed over it; the directory synced after.
-    Raises BabblerError in one line; the temporary file never stays."""
-    try:
-        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
-    except OSError as error:
-        raise _cannot_write(path, error) from None
-    temporary = Path(name)
-    try:
-        with os.fdopen(fd, "wb") as file:
-            os.fchmod(file.fileno(), FILE_MODE)  # mkstemp's 0600 whatever the umask
-            file.write(data)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, path)
-    except OSError as error:
-        temporary.unlink(missing_ok=True)
-        raise _cannot_write(path, error) from None
-    except BaseException:  # Ctrl-C while writing: the old file stays, nothing is left
-        temporary.unlink(missing_ok=True)
-        raise
-    _sync_directory(path.parent)
-
-
-def _sync_directory(directory: Path) -> None:
-    """The rename made durable; a file system that cannot sync a directory is left be."""
-    try:
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _cannot_write(path: Path, error: OSError) -> BabblerError:
-    reason = WRITE_REASONS.get(error.errno or 0) or (error.strerror or str(error)).lower()
-    return BabblerError(f"cannot write {path}: {reason}")
-
-
 @click.command("metrics")
 @socket_option
 @click.option(
@@ -190,7 +130,7 @@ def command(ctx: click.Context, socket_path: Path | None, output: Path | None) -
             sys.stdout.buffer.write(text)
             sys.stdout.buffer.flush()
         else:
-            write_atomically(output, text)
+            write_whole(text, output)
         if reading.problem is not None:
             raise BabblerError(f"{reading.problem} (babbler_up 0 shown)")
 

@@ -4,12 +4,12 @@ all, and pictures drawn with Graphviz's `dot`."""
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -111,27 +111,64 @@ def render_svg(dot: str, out: Path) -> None:
         raise BabblerError(f"dot failed: {done.stderr.strip() or done.returncode}")
 
 
-def write_whole(text: str, output: Path) -> None:
-    """Write `text` to `output` whole or not at all (a job must never read half a hostfile,
-    nor a browser half a picture): into a hidden file beside it, then renamed over it.
-    Raises BabblerError in one line naming `output` and what to do; nothing is left behind."""
-    partial = output.with_name(f".{output.name}.partial")
+FILE_MODE = 0o644  # whoever reads it (a job's user, node_exporter) may not be its writer
+
+
+def write_whole(data: str | bytes, output: Path) -> None:
+    """Replace `output` with `data` (text as UTF-8; mode 0644) whole or not at all: a job
+    must never read half a hostfile, nor node_exporter half a metrics file. A temporary file
+    beside it (mkstemp's: new, unguessable, never one someone put there, and not named *.prom,
+    which the textfile collector would read), flushed to disk, renamed over it; the directory
+    synced after. Raises BabblerError in one line naming `output` and what to do; the
+    temporary file never stays."""
+    raw = data.encode() if isinstance(data, str) else data
     try:
-        partial.write_text(text)
-        partial.replace(output)
+        fd, name = tempfile.mkstemp(dir=output.parent, prefix=f".{output.name}.", suffix=".partial")
     except OSError as error:
-        with contextlib.suppress(OSError):
-            partial.unlink()
-        raise BabblerError(f"cannot write {output}: {_why(error, output)}") from None
+        raise _cannot_write(output, error) from None
+    temporary = Path(name)
+    try:
+        with os.fdopen(fd, "wb") as file:
+            os.fchmod(file.fileno(), FILE_MODE)  # mkstemp's 0600 whatever the umask
+            file.write(raw)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, output)
+    except OSError as error:
+        temporary.unlink(missing_ok=True)
+        raise _cannot_write(output, error) from None
+    except BaseException:  # Ctrl-C while writing: the old file stays, nothing is left
+        temporary.unlink(missing_ok=True)
+        raise
+    _sync_directory(output.parent)
 
 
-def _why(error: OSError, output: Path) -> str:
-    if error.errno == errno.ENOENT:
-        return f"no such directory {output.parent} (make it first)"
-    if error.errno in (errno.EACCES, errno.EPERM):
-        return f"permission denied in {output.parent}"
-    if error.errno == errno.ENOTDIR:
-        return f"{output.parent} is not a directory"
-    if error.errno == errno.EISDIR:
-        return "it is a directory"
-    return error.strerror or os.strerror(error.errno or 0) or str(error)
+def _sync_directory(directory: Path) -> None:
+    """The rename made durable; a file system that cannot sync a directory is left be."""
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _cannot_write(output: Path, error: OSError) -> BabblerError:
+    """Why, said the way people name it, of the file and directory they asked for (the
+    temporary file is ours, not theirs to know)."""
+    where = output.parent
+    reasons = {
+        errno.ENOENT: f"no such directory {where} (make it first)",
+        errno.ENOTDIR: f"{where} is not a directory",
+        errno.EISDIR: "it is a directory",
+        errno.EACCES: f"permission denied in {where}",
+        errno.EPERM: f"permission denied in {where}",
+        errno.EROFS: "read-only file system",
+        errno.ENOSPC: "no space left on the device",
+    }
+    why = reasons.get(error.errno or 0) or (error.strerror or str(error)).lower()
+    return BabblerError(f"cannot write {output}: {why}")

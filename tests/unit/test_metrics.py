@@ -6,20 +6,16 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import stat
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from babbler.core.errors import BabblerError
-from babbler.live.metrics import CONTENT_TYPE, command, exposition, render, write_atomically
+from babbler.live.metrics import CONTENT_TYPE, command, exposition, render
 from babbler.live.metricset import SPECS, Family, families
 from tests.fakes.babblerd_socket import fake_babblerd
 from tests.needs import tool
@@ -281,30 +277,7 @@ def test_importing_the_command_leaves_prometheus_client_unloaded() -> None:
     assert done.stdout.strip() == "[]"
 
 
-# -- writing the file ---------------------------------------------------------------------------
-
-
-def test_a_file_is_replaced_whole_readable_by_all_and_nothing_left(tmp_path: Path) -> None:
-    target = tmp_path / "babbler.prom"
-    target.write_text("old\n")
-    before = target.stat().st_ino
-    old = os.umask(0o077)
-    try:
-        write_atomically(target, b"new\n")
-    finally:
-        os.umask(old)
-    assert target.read_bytes() == b"new\n" and target.stat().st_ino != before  # renamed over
-    assert stat.S_IMODE(target.stat().st_mode) == 0o644
-    assert os.listdir(tmp_path) == ["babbler.prom"]
-
-
-def test_an_unwritable_place_is_one_line_and_leaves_nothing(tmp_path: Path) -> None:
-    with pytest.raises(BabblerError, match=r"^cannot write /nonexist/x.prom: no such directory$"):
-        write_atomically(Path("/nonexist/x.prom"), b"x")
-    (tmp_path / "dir.prom").mkdir()
-    with pytest.raises(BabblerError, match=r"dir.prom: it is a directory$"):
-        write_atomically(tmp_path / "dir.prom", b"x")
-    assert os.listdir(tmp_path) == ["dir.prom"]
+# -- writing the file (the writer itself: test_ctl_output.py) -------------------------------------
 
 
 def test_metrics_o_to_a_missing_directory_says_so_in_one_line(tmp_path: Path) -> None:
@@ -312,7 +285,9 @@ def test_metrics_o_to_a_missing_directory_says_so_in_one_line(tmp_path: Path) ->
         command, ["--socket", str(tmp_path / "none.sock"), "-o", "/nonexist/x.prom"]
     )
     assert done.exit_code == 1
-    assert done.stderr == "babblerctl: cannot write /nonexist/x.prom: no such directory\n"
+    assert done.stderr == (
+        "babblerctl: cannot write /nonexist/x.prom: no such directory /nonexist (make it first)\n"
+    )
 
 
 # -- against a socket -----------------------------------------------------------------------------
