@@ -1,7 +1,8 @@
 """Other nodes' counters are fetched only while someone looks (daemon/nodes/viewer.py): no
 ask while nobody asked `counters`, each routed node at most once a second while someone
-did, none VIEWER_HOLD after the last; a bad answer changes nothing but is said once. The
-node-info port's side: one source's `counters` asks are bounded."""
+did, none VIEWER_HOLD after the last; a bad answer changes nothing but is said once; nodes
+that came and went leave nothing behind. The node-info port's side: one source's `counters`
+asks are bounded."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from babbler.daemon.nodes.service import NodeService
 from babbler.daemon.nodes.viewer import EVERY, VIEWER_HOLD, Viewer
 from babbler.daemon.wakeup import Signal
 
-ONE, TWO = 0xA1, 0xA2
+ONE, TWO, THREE = 0xA1, 0xA2, 0xA3
 
 
 def answer(node: int, rx: int) -> dict[str, Any]:
@@ -37,12 +38,14 @@ def answer(node: int, rx: int) -> dict[str, Any]:
 
 
 class FakeNodes:
-    """The other nodes: each ask noted (node, trio time); what each answers is settable."""
+    """The other nodes: each ask noted (node, trio time) when it reaches them; what each
+    answers is settable, and how long the next asks take (`slow`, in turn; then 0.01 s)."""
 
     def __init__(self) -> None:
         self.asks: list[tuple[int, float]] = []
         self.bad: set[int] = set()
         self.broken: set[int] = set()
+        self.slow: list[float] = []
 
     async def __call__(self, address: IPv6Address, port: int, node_id: str) -> dict[str, Any]:
         node = owner_of(address)
@@ -50,7 +53,7 @@ class FakeNodes:
             node is not None and format_node_id(node) == node_id and address == node_address(node)
         )
         self.asks.append((node, trio.current_time()))
-        await trio.sleep(0.01)
+        await trio.sleep(self.slow.pop(0) if self.slow else 0.01)
         if node in self.bad:
             raise ask.BadAnswer("bad counters: node_id: not the node asked")
         if node in self.broken:
@@ -136,6 +139,29 @@ async def test_a_node_no_longer_routed_is_neither_asked_nor_listed(
         nursery.cancel_scope.cancel()
 
 
+async def test_nodes_that_come_and_go_leave_nothing_behind(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    nodes, routed = FakeNodes(), [ONE]
+    viewer = Viewer(lambda: list(routed), lambda: 6698, Counter(), nodes)
+    passing = [0xB00 + i for i in range(40)]  # a member announcing one new node id after another
+    nodes.bad.update(passing[::2])  # half of them answering badly: said once each
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(viewer.run)
+        for node in passing:
+            routed.append(node)
+            viewer.asked()  # someone keeps looking all along
+            await trio.sleep(1.5)
+            assert (node in viewer.readings) == (node not in nodes.bad)  # it was read
+            routed.remove(node)
+        viewer.asked()
+        await trio.sleep(2.5)
+        assert viewer.viewing and {n for n, _ in nodes.asks} == {ONE, *passing}
+        assert set(viewer.readings) == {ONE}  # the readings of nodes gone are gone
+        assert set(viewer._asked) == {ONE} and viewer._said == set()  # and all else of them
+        nursery.cancel_scope.cancel()
+
+
 async def test_the_node_info_port_answers_counters_to_one_source_at_most_twice_a_second(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
@@ -158,7 +184,7 @@ async def test_the_node_info_port_answers_counters_to_one_source_at_most_twice_a
     assert service.counts["counters_answers"] == 4
     await trio.sleep(1.0)  # two more a second
     assert [await service._count(source) for _ in range(3)][-1].startswith(b"bad counters")
-    assert await service._count(node_address(0xA3)) == encode_counters(answer(ONE, 7))
+    assert await service._count(node_address(THREE)) == encode_counters(answer(ONE, 7))
     silent = NodeService(
         me=lambda: ONE, port=6698, info=dict, routes=list, hub=Hub(), moved=Signal()
     )

@@ -3,7 +3,9 @@
 seconds; meanwhile every routed node is asked for its counters on its node-info port, each
 at most once every EVERY seconds, ASKS at a time. When nobody has asked for VIEWER_HOLD,
 it stops and forgets the readings: no traffic to any other node while nobody looks, and
-node info itself is untouched by it.
+node info itself is untouched by it. What it keeps of a node (its reading, its last ask, its
+failure said) goes once the node has no route and no ask under way: nodes that came and
+went leave nothing, however many.
 
 An answer is checked as strictly as node info (checked.parse_counters): anything else is
 `bad counters: ...`, logged once for that node until it answers well, and dropped; the
@@ -107,6 +109,7 @@ class Viewer:
                         await came.wait()
                         continue
                     now, routed = trio.current_time(), set(self._routed())
+                    self._keep_only(routed)
                     for node in routed - self._in_flight:
                         if now >= self._asked.get(node, -math.inf) + EVERY:
                             self._asked[node] = now
@@ -120,6 +123,14 @@ class Viewer:
     def _forget(self) -> None:
         self.readings.clear()
         self._asked.clear()
+
+    def _keep_only(self, routed: set[int]) -> None:
+        """Drop what is kept of each node that has no route and no ask under way, so that
+        nodes coming and going leave nothing."""
+        keep = routed | self._in_flight
+        self.readings = {node: got for node, got in self.readings.items() if node in keep}
+        self._asked = {node: at for node, at in self._asked.items() if node in keep}
+        self._said &= keep
 
     async def _ask(self, node: int, limiter: trio.CapacityLimiter) -> None:
         """Ask one node; a good answer replaces its reading, anything else is said once."""
