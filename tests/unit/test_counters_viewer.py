@@ -1,8 +1,8 @@
 """Other nodes' counters are fetched only while someone looks (daemon/nodes/viewer.py): no
 ask while nobody asked `counters`, each routed node at most once a second while someone
-did, none VIEWER_HOLD after the last; a bad answer changes nothing but is said once; nodes
-that came and went leave nothing behind. The node-info port's side: one source's `counters`
-asks are bounded."""
+did (timed when sent, across a pause in viewing), none VIEWER_HOLD after the last; a bad
+answer changes nothing but is said once; nodes that came and went leave nothing behind. The
+node-info port's side: one source's `counters` asks are bounded."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ import trio.testing
 from babbler.core.addressing import format_node_id, node_address, owner_of
 from babbler.daemon.fanout import Hub
 from babbler.daemon.nodes import ask
+from babbler.daemon.nodes import viewer as viewer_module
 from babbler.daemon.nodes.answer import encode_counters
 from babbler.daemon.nodes.service import NodeService
 from babbler.daemon.nodes.viewer import EVERY, VIEWER_HOLD, Viewer
@@ -160,6 +161,71 @@ async def test_nodes_that_come_and_go_leave_nothing_behind(
         assert set(viewer.readings) == {ONE}  # the readings of nodes gone are gone
         assert set(viewer._asked) == {ONE} and viewer._said == set()  # and all else of them
         nursery.cancel_scope.cancel()
+
+
+async def test_a_node_asked_late_for_a_slot_is_not_asked_again_within_a_second(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(viewer_module, "ASKS", 1)  # one slot: the second node waits
+    nodes = FakeNodes()
+    nodes.slow = [0.9]  # the first ask, whichever node it goes to, holds the slot 0.9 s
+    viewer = Viewer(lambda: [ONE, TWO], lambda: 6698, Counter(), nodes)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(viewer.run)
+        for _ in range(6):
+            viewer.asked()
+            await trio.sleep(1.0)
+        nursery.cancel_scope.cancel()
+    assert sorted(t for _, t in nodes.asks[:2]) == pytest.approx([0.0, 0.9])  # one was sent late
+    for node in (ONE, TWO):
+        times = [t for n, t in nodes.asks if n == node]
+        assert len(times) >= 4
+        assert all(b - a >= EVERY - 1e-9 for a, b in itertools.pairwise(times)), times
+
+
+async def test_a_node_whose_route_flaps_is_not_asked_again_within_a_second(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(viewer_module, "ASKS", 1)
+    nodes, routed = FakeNodes(), [ONE, TWO, THREE]
+    nodes.slow = [0.3, 0.3]  # the three are asked in turn, 0.3 s apart: rounds at .0, .3, .6
+    viewer = Viewer(lambda: list(routed), lambda: 6698, Counter(), nodes)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(viewer.run)
+        viewer.asked()
+        await trio.sleep(2.1)
+        flapping = nodes.asks[-1][0]  # asked at 2.0
+        routed.remove(flapping)  # its route goes before the round at 2.3 ...
+        viewer.asked()
+        await trio.sleep(0.35)
+        routed.append(flapping)  # ... and is back before the round at 2.6
+        viewer.asked()
+        await trio.sleep(2.0)
+        nursery.cancel_scope.cancel()
+    times = [t for n, t in nodes.asks if n == flapping]
+    assert any(t > 2.5 for t in times)
+    assert all(b - a >= EVERY - 1e-9 for a, b in itertools.pairwise(times)), times
+
+
+async def test_a_viewer_coming_back_right_after_the_hold_does_not_ask_again_at_once(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    nodes = FakeNodes()
+    viewer = Viewer(lambda: [ONE], lambda: 6698, Counter(), nodes)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(viewer.run)
+        viewer.asked()
+        await trio.sleep(2.5)
+        viewer.asked()  # held until 5.5: asked at 0, 1, ..., 5
+        await trio.sleep(VIEWER_HOLD + 0.1)
+        assert not viewer.viewing and viewer.entries() == []
+        back = trio.current_time()
+        viewer.asked()  # 0.6 s after the last ask
+        await trio.sleep(2.0)
+        nursery.cancel_scope.cancel()
+    times = [t for _, t in nodes.asks]
+    assert any(t > back for t in times)
+    assert all(b - a >= EVERY - 1e-9 for a, b in itertools.pairwise(times)), times
 
 
 async def test_the_node_info_port_answers_counters_to_one_source_at_most_twice_a_second(

@@ -1,11 +1,12 @@
 """Other nodes' link counters, fetched only while someone looks (docs/protocol.md
 `counters`): a client's `counters` request makes this node a viewer for VIEWER_HOLD
-seconds; meanwhile every routed node is asked for its counters on its node-info port, each
-at most once every EVERY seconds, ASKS at a time. When nobody has asked for VIEWER_HOLD,
-it stops and forgets the readings: no traffic to any other node while nobody looks, and
-node info itself is untouched by it. What it keeps of a node (its reading, its last ask, its
-failure said) goes once the node has no route and no ask under way: nodes that came and
-went leave nothing, however many.
+seconds; meanwhile every routed node is asked for its counters on its node-info port, ASKS
+at a time, and no node twice within EVERY seconds (timed when an ask is sent, not when it
+is queued, and kept across a pause in viewing). When nobody has asked for VIEWER_HOLD, it
+stops and forgets the readings: no traffic to any other node while nobody looks, and node
+info itself is untouched by it. What it keeps of a node (its reading, its failure said)
+goes once the node has no route and no ask under way, and the time of its last ask goes
+EVERY after that ask: nodes that came and went leave nothing, however many.
 
 An answer is checked as strictly as node info (checked.parse_counters): anything else is
 `bad counters: ...`, logged once for that node until it answers well, and dropped; the
@@ -66,7 +67,7 @@ class Viewer:
         self._ask_node = asker  # one exchange (tests: a fake node)
         self.readings: dict[int, Stored] = {}
         self._until = -math.inf  # trio time until which someone is looking
-        self._asked: dict[int, float] = {}  # when each node was last asked (trio time)
+        self._asked: dict[int, float] = {}  # when each node was last sent an ask (trio time)
         self._in_flight: set[int] = set()
         self._came = Signal()  # a viewer came while nobody looked
         self._said: set[int] = set()  # nodes whose failure is logged, until they answer
@@ -109,10 +110,9 @@ class Viewer:
                         await came.wait()
                         continue
                     now, routed = trio.current_time(), set(self._routed())
-                    self._keep_only(routed)
+                    self._keep_only(routed, now)
                     for node in routed - self._in_flight:
                         if now >= self._asked.get(node, -math.inf) + EVERY:
-                            self._asked[node] = now
                             self._in_flight.add(node)
                             asks.start_soon(self._ask, node, limiter)
                     due = [self._asked[n] + EVERY for n in routed - self._in_flight]
@@ -121,15 +121,17 @@ class Viewer:
             self._forget()
 
     def _forget(self) -> None:
+        """Nobody looks: the readings go. When each node was last asked stays, so a viewer
+        coming back at once does not ask a node again within EVERY."""
         self.readings.clear()
-        self._asked.clear()
 
-    def _keep_only(self, routed: set[int]) -> None:
+    def _keep_only(self, routed: set[int], now: float) -> None:
         """Drop what is kept of each node that has no route and no ask under way, so that
-        nodes coming and going leave nothing."""
+        nodes coming and going leave nothing; the time of its last ask stays until EVERY after
+        it, lest a route that comes back at once let it be asked again within EVERY."""
         keep = routed | self._in_flight
         self.readings = {node: got for node, got in self.readings.items() if node in keep}
-        self._asked = {node: at for node, at in self._asked.items() if node in keep}
+        self._asked = {n: at for n, at in self._asked.items() if n in keep or now < at + EVERY}
         self._said &= keep
 
     async def _ask(self, node: int, limiter: trio.CapacityLimiter) -> None:
@@ -138,6 +140,9 @@ class Viewer:
             async with limiter:
                 if not self.viewing:
                     return
+                # Timed here, when sent: an ask that waited for a slot must not let the next
+                # one of this node follow it within EVERY.
+                self._asked[node] = trio.current_time()
                 self._counts["counters_asks"] += 1
                 found = await self._ask_node(node_address(node), self._port(), format_node_id(node))
                 if self.viewing:
