@@ -9,7 +9,10 @@ Names and interfaces are a peer's text, kept as they came: a renderer shows them
 Rates are bytes per second from two readings of one node, each at that node's own clock
 (`at`): readings of different nodes are never compared, a counter that went down (a reset,
 a link made anew) or a clock that went back is a new start, and a reading older than
-STALE_S on the viewer's node gives no rate (the node stopped answering).
+STALE_S on the viewer's node gives no rate (the node stopped answering). The model holds
+what the last answers hold, no more: a link an answer leaves out is forgotten, and so is a
+node left out once its last reading is stale (links are a peer's names: a node could name
+new ones at each answer).
 """
 
 from __future__ import annotations
@@ -93,18 +96,27 @@ class _Reading:
     tx: int
 
 
+Pair = tuple[str, str]  # (node_id, interface)
+
+
 class Rates:
     """Per (node_id, interface): the last reading (that node's own `at`) and the rate."""
 
     def __init__(self) -> None:
-        self._last: dict[tuple[str, str], _Reading] = {}
-        self._rates: dict[tuple[str, str], tuple[float, float]] = {}
+        self._last: dict[Pair, _Reading] = {}
+        self._rates: dict[Pair, tuple[float, float]] = {}
         self._fresh: set[str] = set()  # nodes whose reading in the last answer is recent
+        # when each node's last reading arrived on the viewer's node, by its clock (the
+        # answer's `at` less the node's `age_s`; None: the answer did not say)
+        self._arrived: dict[str, float | None] = {}
 
     def update(self, counters: Mapping[str, Any]) -> None:
         """Take a `counters` answer (docs/protocol.md). Malformed entries are skipped: an
         answer holds other machines' numbers."""
         fresh: set[str] = set()
+        named: set[Pair] = set()
+        arrived: dict[str, float | None] = {}
+        now = _number(counters.get("at"))  # the viewer's node's clock
         nodes = counters.get("nodes")
         for node in nodes if isinstance(nodes, list) else []:
             if not isinstance(node, Mapping) or not isinstance(node.get("node_id"), str):
@@ -114,12 +126,38 @@ class Rates:
             if at is None or not isinstance(interfaces, list):
                 continue
             node_id = node["node_id"]
+            arrived[node_id] = None if now is None else now - (age or 0.0)
             if age is None or age <= STALE_S:
                 fresh.add(node_id)
             for item in interfaces:
                 if isinstance(item, Mapping) and isinstance(item.get("name"), str):
+                    named.add((node_id, item["name"]))
                     self._read(node_id, item["name"], at, item)
         self._fresh = fresh
+        self._forget(named, arrived, now)
+
+    def _forget(
+        self, named: set[Pair], arrived: dict[str, float | None], now: float | None
+    ) -> None:
+        """Keep the pairs this answer named, and those of the nodes it left out whose last
+        reading is not stale yet on the viewer's clock (`now`): a node that comes back
+        within STALE_S has its rate from its last reading."""
+        waiting = {
+            node_id: then
+            for node_id, then in self._arrived.items()
+            if node_id not in arrived and _within_stale(then, now)
+        }
+
+        def kept(pair: Pair) -> bool:
+            return pair in named or pair[0] in waiting
+
+        self._last = {pair: last for pair, last in self._last.items() if kept(pair)}
+        self._rates = {pair: rate for pair, rate in self._rates.items() if kept(pair)}
+        self._arrived = arrived | waiting
+
+    def remembered(self) -> set[Pair]:
+        """Every (node_id, interface) the model holds something of: what bounds its memory."""
+        return set(self._last) | set(self._rates)
 
     def _read(self, node_id: str, interface: str, at: float, item: Mapping[str, Any]) -> None:
         rx, tx = _counter(item.get("rx_bytes")), _counter(item.get("tx_bytes"))
@@ -321,6 +359,10 @@ def _number(value: object) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return float(value) if value == value and abs(value) != float("inf") else None
+
+
+def _within_stale(then: float | None, now: float | None) -> bool:
+    return then is not None and now is not None and 0 <= now - then <= STALE_S
 
 
 def _counter(value: object) -> int | None:

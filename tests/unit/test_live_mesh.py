@@ -149,7 +149,9 @@ def test_readings_of_two_nodes_are_never_mixed(readings: list[tuple[str, float, 
     rates = Rates()
     own: dict[str, list[tuple[float, int, int]]] = {i: [] for i in IDS[:2]}
     for node_id, at, rx, tx in readings:
-        rates.update(counters(node_id, at, eth0=(rx, tx)))
+        answer = counters(node_id, at, eth0=(rx, tx))
+        answer["at"] = 0.0  # the viewer's clock stands still: the node left out is not stale
+        rates.update(answer)
         own[node_id].append((at, rx, tx))
     node_id = readings[-1][0]
     alone = Rates()
@@ -189,6 +191,86 @@ def test_the_same_reading_again_keeps_the_rate_and_a_stale_one_drops_it() -> Non
     assert rates.rate(IDS[1], "eth0") is None
     rates.update(counters(IDS[0], 9.0, eth0=(0, 0)))  # the node is no longer in the answer
     assert rates.rate(IDS[1], "eth0") is None
+
+
+LINKS = ["eth0", "eth1", "eth2", "eth3"]
+NODE_READING = st.tuples(
+    st.sampled_from([0.0, 0.4, STALE_S + 1]),  # age_s
+    st.dictionaries(st.sampled_from(LINKS), st.tuples(st.integers(0, 9), st.integers(0, 9))),
+)
+ANSWERS = st.lists(
+    st.tuples(
+        st.sampled_from([0.0, 1.0, 2.0, STALE_S]),  # the viewer's clock moves on by
+        st.dictionaries(st.sampled_from(IDS[:3]), NODE_READING),
+    ),
+    min_size=1,
+    max_size=12,
+)
+
+
+def answer_of(now: float, nodes: dict[str, tuple[float, dict[str, tuple[int, int]]]]) -> Any:
+    """A `counters` answer at `now` on the viewer's clock: each node's reading, made on its
+    own clock (a node's clock is the viewer's plus an offset of its own)."""
+    listed = []
+    for node_id, (age, links) in nodes.items():
+        at = now - age + 1000 * IDS.index(node_id)
+        reading = counters(node_id, at, **links)["nodes"][0]
+        listed.append(reading | {"age_s": age})
+    return {"at": now, "nodes": listed}
+
+
+@given(ANSWERS)
+def test_the_model_holds_what_the_last_answers_hold(
+    steps: list[tuple[float, dict[str, tuple[float, dict[str, tuple[int, int]]]]]],
+) -> None:
+    """After each answer the model holds the links it named and, of each node it left out,
+    the links of that node's last reading while it is not stale; a link held all along has
+    the rate it has when read alone."""
+    rates = Rates()
+    now = 0.0
+    seen: list[tuple[float, dict[str, tuple[float, dict[str, tuple[int, int]]]]]] = []
+    for step_s, nodes in steps:
+        now += step_s
+        seen.append((now, nodes))
+        rates.update(answer_of(now, nodes))
+        held = rates.remembered()
+        for node_id, interface in held:
+            then, (age, links) = next((t, n[node_id]) for t, n in seen[::-1] if node_id in n)
+            assert interface in links  # named by the last answer that held its node
+            assert node_id in nodes or now - (then - age) <= STALE_S  # this one, or not stale
+        for node_id, (_, links) in nodes.items():
+            for interface in links:
+                pair = (node_id, interface)
+                assert pair in held
+                runs = [n[node_id][1] if node_id in n else {} for _, n in seen]
+                first = next(i for i, links in enumerate(runs) if interface in links)
+                if all(interface in links for links in runs[first:]):
+                    alone = Rates()
+                    for at, n in seen[first:]:
+                        age, links = n[node_id]
+                        alone.update(answer_of(at, {node_id: (age, {interface: links[interface]})}))
+                    assert rates.rate(*pair) == alone.rate(*pair)
+
+
+def test_a_node_naming_new_links_at_each_answer_is_held_to_its_last() -> None:
+    rates = Rates()
+    for second in range(60):
+        links = {f"x{second}-{i}": (second, second) for i in range(140)}
+        rates.update(answer_of(float(second), {IDS[1]: (0.0, links)}))
+    assert rates.remembered() == {(IDS[1], f"x59-{i}") for i in range(140)}
+
+
+def test_a_node_left_out_keeps_its_reading_until_it_is_stale() -> None:
+    rates = Rates()
+    rates.update(answer_of(10.0, {IDS[1]: (0.0, {"eth0": (0, 0)})}))
+    rates.update(answer_of(12.0, {}))  # a moment without its route
+    assert rates.rate(IDS[1], "eth0") is None and rates.remembered() == {(IDS[1], "eth0")}
+    rates.update(answer_of(14.0, {IDS[1]: (0.0, {"eth0": (400, 800)})}))
+    assert rates.rate(IDS[1], "eth0") == (100.0, 200.0)  # from its reading before it left
+    rates.update(answer_of(14.0 + STALE_S + 0.1, {}))
+    assert rates.remembered() == set()
+    rates.update(answer_of(20.0, {IDS[1]: (0.0, {"eth0": (800, 1600)})}))
+    assert rates.rate(IDS[1], "eth0") is None  # a first reading again
 
 
 def test_malformed_counters_are_no_reading() -> None:
