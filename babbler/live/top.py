@@ -40,6 +40,9 @@ ASK_TIMEOUT = 2.0  # seconds for one answer: a hung babblerd shows as "not answe
 ONCE_WAIT = 4.0  # --once: seconds to wait for every cable's rate (two readings of each node)
 CHANGES_SHOWN = 4  # at most this many lines of changes in a frame
 RETRIED = (NotRunning, Disconnected, Refused, TimeoutError)  # babblerd gone, restarting, full
+# How a babblerd older than `counters` refuses it (daemon/requests.py's parse_request, as
+# client/answer.py raises it): the one answer that turns rates off for good.
+NO_COUNTERS = "babblerd said: bad unknown request 'counters'"
 
 Segment = tuple[str, str]  # text (already safe to show) and a rich style ("" for none)
 Line = list[Segment]
@@ -213,8 +216,8 @@ CABLE_HEADS = ("END A", "END B", "SPEED", "MTU", "A->B", "B->A")
 def _cable_table(cables: list[CableRow], fresh: set[str], width: int, limit: int) -> list[Line]:
     rows = [
         [
-            f"{_name(c.a.name, c.a.node_id)} {c.a.interface}",
-            f"{_name(c.b.name, c.b.node_id)} {c.b.interface}",
+            f"{_name(c.a.name, c.a.node_id)} {escape(c.a.interface)}",
+            f"{_name(c.b.name, c.b.node_id)} {escape(c.b.interface)}",
             speed_text(c.speed_mbps),
             "-" if c.mtu is None else str(c.mtu),
             rate_text(c.a_to_b),
@@ -262,14 +265,17 @@ class Poller:
         status = ask(self.path, "status", ASK_TIMEOUT)
         if not isinstance(status, dict) or not isinstance(status.get("node_id"), str):
             raise ProtocolError(f"`status` answered no node's status ({self.path})")
-        counters = None
+        counters, problem = None, None
         if self.rates:
             try:
                 counters = ask(self.path, "counters", ASK_TIMEOUT)
-            except ProtocolError:  # `bad request`: a babblerd without counters
-                self.rates = False
+            except ProtocolError as error:
+                if str(error).startswith(NO_COUNTERS):
+                    self.rates = False
+                else:  # a line too long, not UTF-8, not JSON: this answer's, not for good
+                    problem = f"{error}; trying again every {TICK:g} s"
         self.mesh = self.model.step(status, counters if isinstance(counters, dict) else None, now)
-        self.problem = None if self.rates else "this babblerd gives no counters: no rates"
+        self.problem = problem if self.rates else "this babblerd gives no counters: no rates"
 
     def poll_or_wait(self, now: float) -> None:
         """Poll; when babblerd is gone, say so and keep the last view (the next poll tries

@@ -4,6 +4,7 @@ stand-in babblerd."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import subprocess
 import sys
@@ -15,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from babbler.live.mesh import Live, MeshView, Rates, view
-from babbler.live.top import FRESH, cells, frame, plain, rate_text, styled
+from babbler.live.top import FRESH, Poller, cells, frame, plain, rate_text, styled
 from tests.fakes.babblerd_socket import fake_babblerd
 from tests.unit.test_live_mesh import IDS, counters, ring_status
 
@@ -191,6 +192,51 @@ def test_once_says_when_babblerd_has_no_counters(
     assert done.exit_code == 0, done.output
     assert "this babblerd gives no counters: no rates" in done.output
     assert all(line.split()[-2:] == ["-", "-"] for line in done.output.splitlines()[7:10])
+
+
+def test_a_counters_answer_it_cannot_read_is_asked_again_next_tick(
+    fake_babblerd: tuple[Path, dict[str, Any]],
+) -> None:
+    path, served = fake_babblerd
+    served["status"] = ring_status(["me", "n2", "n3"])
+    poller = Poller(path)
+    unreadable = {
+        "not JSON": "`counters` answered something that is not JSON",
+        "bad counters: asked too often": "babblerd said: bad counters: asked too often",
+    }
+    for line, said in unreadable.items():
+        served["counters"] = line
+        poller.poll(0.0)
+        assert poller.problem == f"{said}; trying again every 1 s"
+    for second in (1, 2):
+        served["counters"] = counters(IDS[0], float(second), v0n=(0, 125 * second))
+        poller.poll(float(second))
+        assert poller.problem is None
+    assert poller.mesh is not None
+    assert [c.a_to_b for c in poller.mesh.cables if c.a.interface == "v0n"] == [125.0]
+
+
+def test_an_older_babblerd_s_refusal_turns_rates_off_and_is_not_asked_again(
+    fake_babblerd: tuple[Path, dict[str, Any]],
+) -> None:
+    path, served = fake_babblerd
+    served["status"] = ring_status(["me", "n2", "n3"])
+    poller = Poller(path)
+    poller.poll(0.0)  # no answer for `counters` in the fake: `bad unknown request ...`
+    assert poller.problem == "this babblerd gives no counters: no rates"
+    served["counters"] = "not JSON"  # would be a problem line if it were asked
+    poller.poll(1.0)
+    assert poller.problem == "this babblerd gives no counters: no rates"
+
+
+def test_a_cable_end_s_interface_is_shown_escaped() -> None:
+    """status's cables reach the view only with names Linux allows (core/cablegraph.py's
+    INTERFACE); the frame escapes them all the same, as it does every peer's text."""
+    mesh = busy_mesh()
+    cable = mesh.cables[0]
+    shown = dataclasses.replace(cable, a=dataclasses.replace(cable.a, interface="e\x1b[2Jx"))
+    lines = text_of(dataclasses.replace(mesh, cables=[shown]))
+    assert lines[7].split()[:4] == ["n2", "e\\x1b[2Jx", "n3", "v2p"]
 
 
 def test_once_survives_answers_of_the_wrong_shape(
