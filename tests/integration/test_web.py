@@ -11,17 +11,21 @@ import os
 import socket
 import subprocess
 import sys
+import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from babbler.lab import Lab, Node
-from tests.integration.helpers import LabFactory, until
+from tests.integration.helpers import LabFactory, stats, until
 from tests.needs import tool
 
 if TYPE_CHECKING:
@@ -278,8 +282,8 @@ def test_a_cable_shows_its_rate_rise_while_traffic_runs(
         until(quiet_socket, SHOWN, "babblerctl web off n1's socket once no page is open")
 
 
-def fetch(url: str, host: str | None = None) -> tuple[int, bytes]:
-    request = urllib.request.Request(url, headers={"Host": host} if host else {})
+def fetch(url: str, headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+    request = urllib.request.Request(url, headers=headers or {})
     try:
         with urllib.request.urlopen(request, timeout=10) as answer:
             return answer.status, answer.read()
@@ -299,11 +303,60 @@ def test_the_mesh_as_json_over_ipv6_loopback_and_only_to_loopback_names(
         assert code == 200
         assert model["me"] == node_id(lab, n1)
         assert [n["name"] for n in model["nodes"]] == ["n1", "n2"]
-        code, body = fetch(url + "api/mesh", host="rebound.example")  # DNS rebinding
+        code, body = fetch(url + "api/mesh", {"Host": "rebound.example"})  # DNS rebinding
         assert code == 421 and b"n1" not in body
+        code, body = fetch(url + "api/mesh", {"Sec-Fetch-Site": "cross-site"})
+        assert code == 403 and b"n1" not in body
+        code, body = fetch(url + "api/mesh", {"Origin": "http://evil.example"})
+        assert code == 403 and b"n1" not in body
         code, body = fetch(url + "metrics")  # babblerctl metrics' text, for Prometheus
         assert code == 200 and b"\nbabbler_up 1" in body
         code, body = fetch(url + "static/mesh.js")
         assert code == 200 and b"textContent" in body
         code, body = fetch(url)
         assert code == 200 and b"/static/mesh.js" in body and b"http" not in body
+
+
+# Another site's page in the same browser: it asks the mesh's page every 100 ms and keeps its
+# events open; it can read nothing either way, but each ask would make babblerd fetch counters.
+FOREIGN = """<!doctype html><title>another site</title><script>
+window.tries = 0;
+const web = new URLSearchParams(location.search).get("web");
+new EventSource(web + "events");
+setInterval(() => fetch(web + "api/mesh", {mode: "no-cors"}).finally(() => window.tries++), 100);
+</script>"""
+
+
+@contextmanager
+def another_site(root: Path) -> Iterator[str]:
+    """A plain web site on 127.0.0.2 (another site than 127.0.0.1 to the browser)."""
+    root.mkdir()
+    (root / "index.html").write_text(FOREIGN)
+    handler = partial(SimpleHTTPRequestHandler, directory=str(root))
+    server = ThreadingHTTPServer(("127.0.0.2", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.2:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def test_another_site_in_the_browser_keeps_babblerctl_and_babblerd_idle(
+    make_lab: LabFactory, browser: WebDriver, tmp_path: Path
+) -> None:
+    lab = make_lab(2, "line")
+    n1 = lab.nodes[0]
+    lab.wait_reachable(60)
+    with web(n1, tmp_path / "web.log") as url, another_site(tmp_path / "site") as site:
+        asked = stats(n1)["counters_asks"]
+        browser.get(f"{site}?web={url}")
+        until(lambda: browser.execute_script("return window.tries") >= 30, SHOWN, "its asks")
+        time.sleep(4)  # babblerd's viewer would have asked n2 each second
+        assert stats(n1)["counters_asks"] == asked
+        assert lab.status(n1)["clients"] == 0  # no watch: babblerctl web is not following
+        browser.get(url)  # the page itself, in the same browser, still shows the mesh
+        shown_within(browser, lambda s: len(s["nodes"]) == 2 and s["trouble"] is None, "mesh")
+        until(lambda: stats(n1)["counters_asks"] > asked, SHOWN, "the page's counters")
