@@ -65,7 +65,7 @@ def _die_with_parent_hook(
 
     def hook() -> None:
         if nice:
-            _set_nice(nice)
+            _set_nice(nice, own_session=tied)  # tied: Popen's setsid ran before this
         if unprivileged and libc is not None:
             libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
             for cap in range(CAP_LAST + 1):  # root's capabilities after exec: none
@@ -83,11 +83,13 @@ def _die_with_parent_hook(
     return hook
 
 
-def _set_nice(nice: int) -> None:
-    """This (forked) process at `nice`, and its session's autogroup where the kernel shares
-    the CPU between sessions first (Linux; the child's own session when tied). Best effort:
-    a babeld at nice 0 still routes."""
-    if LINUX_HOST:
+def _set_nice(nice: int, own_session: bool) -> None:
+    """This (forked) process at `nice`, and, in a session of its own, that session's
+    autogroup, where the kernel shares the CPU between sessions first (Linux). Never the
+    autogroup of a session the child shares with babblerd (untied: a Mac's, or the macOS
+    lab's on Linux): that would set babblerd's own, last spawn winning. Best effort: a babeld
+    at nice 0 still routes."""
+    if own_session:
         with contextlib.suppress(OSError):  # no autogroup built in, or no CAP_SYS_NICE
             Path("/proc/self/autogroup").write_text(f"{nice}\n")
     with contextlib.suppress(OSError):

@@ -19,7 +19,7 @@ import pytest
 
 from babbler.core.config import DEFAULT_BENCH_PORT
 from babbler.daemon.responder import PROGRAM as RESPONDER
-from babbler.daemon.spawn import process_name
+from babbler.daemon.spawn import ROUTING_NICE, process_name
 from babbler.lab import Lab, Node, probe
 from babbler.lab.jobs import mlx_launch, ring_hostfile
 from babbler.lab.processes import alive, in_netns
@@ -75,6 +75,12 @@ def test_a_macos_ring_meshes_and_carries_both_families_over_two_hops(ring: Lab) 
         # en0, its Ethernet port, has no cable in it: listed, not used
         assert kinds == {"en0": "ethernet", "en2": "thunderbolt", "en3": "thunderbolt"}
         assert s["kernel_problem"] is None
+    for node in ring.nodes:  # babeld ahead, as on Linux, without touching babblerd's session:
+        # untied, as on a Mac, it shares babblerd's autogroup, whose nice stays babblerd's
+        assert node.pid is not None
+        [babeld] = babelds(ring, node)
+        assert os.getpriority(os.PRIO_PROCESS, babeld) == ROUTING_NICE
+        assert Path(f"/proc/{node.pid}/autogroup").read_text().split()[-1] == "0"
     far = statuses[2]  # n3: two hops from n1 in a 4-ring
     for address in (far["node_address"], far["node_address_v4"]):
         # IPv4 follows IPv6 by a moment: its next hops are the cable /31s, added after the
