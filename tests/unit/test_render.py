@@ -82,6 +82,18 @@ def test_bench_over_ipv4_takes_the_ipv4_node_addresses_or_says_which_is_missing(
         over_ipv4(typed({**status(), "nodes": [unknown]}), "n2")
 
 
+def test_bench_over_ipv4_finds_a_node_of_a_mesh_whose_routes_hold_its_links() -> None:
+    """`bench -4 n2`: the nodes' node addresses are the IPv4 ones then, and finding NODE reads
+    every node's link addresses from babeld's routes (it raised AddressValueError)."""
+    from babbler.bench.cli import over_ipv4
+
+    v4 = over_ipv4(typed(mesh()))
+    assert node_id(v4, "n2") == "aaaabbbbcccc"
+    assert node_id(v4, "fde0:20c6:1fa7:ffff:aaaa:bbbb:cccc:2") == "aaaabbbbcccc"  # a link's
+    with pytest.raises(BabblerError, match="^no node 'nosuch'"):
+        node_id(v4, "nosuch")
+
+
 def test_a_cut_off_node_has_no_path_and_says_when_it_was_last_seen() -> None:
     value = status()
     value["nodes"][1] |= {"last_seen_s": 12.4, "hops": None, "neighbours": [], "links": []}
