@@ -24,10 +24,13 @@ def test_ip_all_lists_every_address_and_any_address_names_the_node(
     assert len(links) == 1 and len(cables) == 1, mine  # n3 has one cable, to n2
 
     def seen_from_n1() -> dict[str, Any]:
-        answer: dict[str, Any] = json.loads(babblerctl(n1, "ip", "--json", "n3").stdout)
+        said = babblerctl(n1, "ip", "--json", "n3")  # "no node n3" (exit 1) until it is known
+        answer: dict[str, Any] = json.loads(said.stdout) if said.returncode == 0 else {}
         return answer
 
-    until(lambda: seen_from_n1()["cables"] and seen_from_n1()["addresses"], what="n3's info")
+    until(
+        lambda: seen_from_n1().get("cables") and seen_from_n1().get("addresses"), what="n3's info"
+    )
     assert {a["address"] for a in seen_from_n1()["addresses"]} == links
     shown = babblerctl(n1, "ip", "--all", "n3").stdout.splitlines()
     assert shown == [

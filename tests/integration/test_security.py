@@ -9,6 +9,7 @@ import stat
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -126,9 +127,11 @@ def test_an_unprivileged_user_reads_state_and_cannot_make_babeld_do_anything(
     assert seen["private"] == "PermissionError"
     after = lab.status(node)
     assert after["babeld"] == before["babeld"]  # same pid, no restart
-    assert [i for i in after["interfaces"] if i["babel"]] == [
-        i for i in before["interfaces"] if i["babel"]
-    ]
+
+    def used(status: dict[str, Any]) -> list[dict[str, Any]]:  # counters move by themselves
+        return [{**i, "counters": None} for i in status["interfaces"] if i["babel"]]
+
+    assert used(after) == used(before)  # babeld still told of the same links, the same way
     state = subprocess.run(
         [*as_nobody(), "cat", str(node.state_dir / "node-id")],
         capture_output=True,

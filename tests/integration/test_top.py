@@ -40,8 +40,15 @@ def top_once(lab: Lab, node: Node) -> list[str]:
 
 
 def cable_rows(lines: list[str]) -> list[list[str]]:
+    """The cables' rows: from the header to the changes' section, if any."""
     head = next(i for i, line in enumerate(lines) if line.startswith("END A"))
-    return [line.split() for line in lines[head + 1 :] if line and not line.startswith("…")]
+    rows = []
+    for line in lines[head + 1 :]:
+        if line.startswith("CHANGES"):
+            break
+        if line and not line.startswith("…"):
+            rows.append(line.split())
+    return rows
 
 
 def bits(value: str, unit: str) -> float:
