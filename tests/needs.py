@@ -25,6 +25,16 @@ def tool(name: str, package: str) -> str:
     pytest.skip(message)
 
 
+def root(why: str) -> None:
+    """Skip unless root (fail when CI is set: CI runs as root)."""
+    if os.geteuid() == 0:
+        return
+    message = f"not root: {why}"
+    if os.environ.get("CI"):
+        pytest.fail(f"CI is set but {message}")
+    pytest.skip(message)
+
+
 SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's, where python3-torch installs torch
 
 

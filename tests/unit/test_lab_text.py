@@ -4,7 +4,6 @@ any usual terminal width."""
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
@@ -14,6 +13,7 @@ from click.testing import CliRunner
 
 from babbler import lab
 from babbler.lab import cli
+from tests import needs
 
 # /run/babbler-lab/NAME, bbl-NAME-n1, --key-file: what click's wrapper broke at a hyphen
 WHOLE = re.compile(r"(?:/|--)?\w[\w.*]*(?:[/-][\w.*]+)+")
@@ -42,11 +42,11 @@ def test_no_path_in_the_help_is_broken_over_two_lines(name: str, width: int) -> 
     assert not broken, f"babbler-lab {name} --help breaks {broken}:\n{shown.output}"
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="babbler-lab runs only as root")
 def test_the_default_lab_s_down_says_lab_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`babbler-lab down` with no --name: "lab: not up", where it said "lab lab: not up"."""
+    needs.root("babbler-lab runs only as root")
     monkeypatch.setattr(lab, "LAB_ROOT", tmp_path / "labs")  # no lab is up there
     monkeypatch.delenv("BABBLER_LAB", raising=False)
     said = CliRunner().invoke(cli.main, ["down"])
