@@ -90,7 +90,7 @@ def test_bench_over_ipv4_finds_a_node_of_a_mesh_whose_routes_hold_its_links() ->
     v4 = over_ipv4(typed(mesh()))
     assert node_id(v4, "n2") == "aaaabbbbcccc"
     assert node_id(v4, "fde0:20c6:1fa7:ffff:aaaa:bbbb:cccc:2") == "aaaabbbbcccc"  # a link's
-    with pytest.raises(BabblerError, match="^no node 'nosuch'"):
+    with pytest.raises(BabblerError, match=r"^no node 'nosuch'"):
         node_id(v4, "nosuch")
 
 
