@@ -113,7 +113,11 @@ def test_monitor_names_the_babeld_that_runs_through_a_kill_and_a_restart(
     finally:
         client.close()
 
-    until(lambda: babeld_pid(lab, n1) not in (None, old_pid), what="babeld restarted")
+    def restarted() -> bool:  # its pid is known at fork; its control socket comes after
+        status = lab.status(n1)
+        return status["babeld"]["pid"] not in (None, old_pid) and status["mesh"] == "running"
+
+    until(restarted, what="babeld restarted and babblerd talking to it")
     client = Strict(n1.socket)
     try:
         assert client.my_id == babelds_own_id(n1) and client.my_id != first_id
