@@ -3,11 +3,14 @@ from __future__ import annotations
 import os
 import subprocess
 from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import pytest
 
 from babbler.lab import Lab
-from tests.integration.helpers import LabFactory
+from tests import needs
+from tests.integration.helpers import WAIT, LabFactory
 
 
 @pytest.fixture
@@ -40,3 +43,25 @@ def _print_logs(lab: Lab, lines: int = 60) -> None:
             continue
         print(f"--- {lab.name} {node.name}: last {lines} lines of {node.log}")
         print("\n".join(text[-lines:]))
+
+
+@contextmanager
+def macos_lab(tag: str, nodes: int, topology: str, **options: Any) -> Iterator[Lab]:
+    """A lab of macOS nodes (`options`: Lab.create's), started and reachable; its logs
+    printed and the lab taken down at the end."""
+    needs.netifaces()
+    lab = Lab.create(
+        f"{tag}{os.getpid() % 100000}",
+        nodes,
+        topology,
+        ["--mode", "always"],
+        platform="macos",
+        **options,
+    )
+    try:
+        lab.start_all()
+        lab.wait_reachable(WAIT)
+        yield lab
+    finally:
+        _print_logs(lab)
+        lab.down()

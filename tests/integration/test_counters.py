@@ -5,7 +5,6 @@ seconds of a request and stops within about 5 s of the last; a macOS node's coun
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -14,8 +13,7 @@ import pytest
 
 from babbler.client import Client, ask
 from babbler.lab import Lab, Node
-from tests import needs
-from tests.integration.conftest import _print_logs
+from tests.integration.conftest import macos_lab
 from tests.integration.helpers import WAIT, LabFactory, stats, until
 
 PINGS = 200
@@ -125,15 +123,8 @@ def test_traffic_over_one_cable_shows_on_it_in_status_and_at_the_far_node(
 
 @pytest.fixture
 def macos_line() -> Any:
-    needs.netifaces()
-    lab = Lab.create(f"k{os.getpid() % 100000}", 2, "line", ["--mode", "always"], platform="macos")
-    try:
-        lab.start_all()
-        lab.wait_reachable(WAIT)
+    with macos_lab("k", 2, "line") as lab:
         yield lab
-    finally:
-        _print_logs(lab)
-        lab.down()
 
 
 def test_a_macos_nodes_status_shows_counters_that_move(macos_line: Lab) -> None:

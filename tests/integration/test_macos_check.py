@@ -6,7 +6,6 @@ as its checks say."""
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import subprocess
@@ -18,7 +17,7 @@ import pytest
 from babbler.lab import Lab, Node, wait
 from babbler.lab.macos import node as mac
 from tests import needs
-from tests.integration.conftest import _print_logs
+from tests.integration.conftest import macos_lab
 from tests.integration.helpers import WAIT, until
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "macos-check"
@@ -59,17 +58,8 @@ RUN_FOR = 180.0  # the script's own waits: a few seconds here (--ra-wait 1)
 @pytest.fixture(scope="module")
 def lab() -> Iterator[Lab]:
     """Two macOS nodes cabled by one Thunderbolt cable (en2 at both), out of bridge0."""
-    needs.netifaces()
-    lab = Lab.create(
-        f"c{os.getpid() % 100000}", 2, "line", ["--mode", "always"], platform="macos", speed_gbps=80
-    )
-    try:
-        lab.start_all()
-        lab.wait_reachable(WAIT)
+    with macos_lab("c", 2, "line", speed_gbps=80) as lab:
         yield lab
-    finally:
-        _print_logs(lab)
-        lab.down()
 
 
 @pytest.fixture
