@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from babbler.client import ask
 from babbler.lab import wait
 from babbler.lab.node import Node
 from babbler.lab.probe import exec_in
@@ -61,9 +62,27 @@ def ring_hostfile(node: Node, hosts: int, ips: int, timeout: float = 60.0) -> li
     if file is None:
         raise LabError(
             f"no mlx hostfile of {hosts} hosts with {ips} ip(s) each within {timeout:g} s;"
-            f" last said: {said[0]}"
+            f" last said: {said[0]}; {node.name} holds: {cables_held(node)}"
         )
     return file
+
+
+def cables_held(node: Node) -> str:
+    """What `node` knows of the cables, for a failure's message: its own cable addresses,
+    and each other node's as its last node info said, how old, and why an ask failed."""
+    try:
+        status = ask(node.socket, "status")
+    except Exception as error:  # the message is for a failure already raised
+        return f"no status ({error})"
+    own = [
+        (e.get("interface"), e.get("address"), e.get("peer"))
+        for e in status.get("addresses_v4") or []
+    ]
+    others = [
+        (n.get("name") or n.get("node_id"), n.get("cables"), n.get("info_age_s"), n.get("error"))
+        for n in status.get("nodes") or []
+    ]
+    return f"own {own}; others (name, cables, info_age_s, error) {others}"
 
 
 def ssh_stand_in(directory: Path, hosts: Mapping[str, str]) -> Path:

@@ -43,10 +43,15 @@ def test_the_probe_names_a_dropping_cable_and_a_vpn_route(
     n1, n2, _ = lab.nodes
     lab.wait_reachable(60)
 
+    def named() -> bool:  # names and IPv4 node addresses come in node info, after routes
+        seen = {n["name"]: n for n in lab.status(n2)["nodes"]}
+        return all(seen.get(name, {}).get("node_address_v4") for name in ("n1", "n3"))
+
     def healthy() -> bool:
         code, found, _ = probe(n2)
         return code == 0 and "overlaps" in found
 
+    until(named, what="n2 holds n1's and n3's node info")
     until(healthy, what="n2's probe passes every layer")  # cable addresses come after babel
     code, found, took = probe(n2)
     assert {c["status"] for c in found.values()} == {"ok"}, found
