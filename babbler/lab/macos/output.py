@@ -361,46 +361,54 @@ def netstat(routes: Iterable[Route], family: int, ifaces: Iterable[Iface]) -> st
     return "".join(lines)
 
 
-# netstat -ibn: the columns and rows of public pastes from Macs (a `<Link#N>` row with the
-# MAC, or none on lo0; a row per address repeating the counters with `-` for errors; a `*`
-# after a down interface's name; an address cut to 17 characters, `fe80:5::fa1e:dfff`).
-# The widths (Name 10, Mtu 5, Network 13, Address 17; Ipkts 8, Ierrs 5, Ibytes 10, Opkts 8,
-# Oerrs 5, Obytes 10, Coll 5, numbers right-aligned and pushing the row along when wider)
-# are network_cmds' if.c as remembered, not measured on a capture: babbler's reader
-# (core/darwin_output.py link_counters) splits on blanks and reads from the row's end.
+# netstat -ibn as public pastes from Macs lay it out (network_cmds' if.c: gopsutil's capture
+# from 10.10, exo-adjacent tools' test data from recent macOS). Name 10, Mtu 5, then 30
+# characters of Network and Address whose split depends on the row: a link's `<Link#N>` in
+# 11 and its MAC (none on lo0, utun, gif) after it; IPv4 13 + 15 (`192.168.1`,
+# `192.168.1.23`); IPv6 11 + 17, the Network the address itself with its zone and length
+# (`fe80::1%lo0`, `::1/128`, `fe80::14a2:` cut) and the Address in the kernel's embedded
+# scope (`fe80:b::14a2:e49c`, cut). Then Ipkts 8, Ierrs 5, Ibytes 10, Opkts 8, Oerrs 5,
+# Obytes 10, Coll 5, right-aligned; a wider number pushes the rest of the row along. An
+# address's row repeats its link's counts with `-` for errors; a down link's name ends in `*`.
+# babbler's reader (core/darwin_output.py link_counters) reads the numbers from the row's end.
 INTERFACE_HEADER = (
-    f"{'Name':<10} {'Mtu':<5} {'Network':<13} {'Address':<17}"
+    f"{'Name':<10} {'Mtu':<5} {'Network':<13} {'Address':<15}"
     f" {'Ipkts':>8} {'Ierrs':>5} {'Ibytes':>10} {'Opkts':>8} {'Oerrs':>5} {'Obytes':>10}"
     f" {'Coll':>5}\n"
 )
+NETWORK_ADDRESS = 30  # the characters of both columns, the space after each included
 
 
-def _interface_row(
-    iface: Iface, network: str, address: str, counted: Counters, per_link: bool
-) -> str:
+def _interface_row(iface: Iface, place: str, counted: Counters, per_link: bool) -> str:
     """One row: the link's own (`<Link#N>`: errors and collisions 0) or an address's (its
-    link's counts again, errors and collisions `-`)."""
+    link's counts again, errors and collisions `-`); `place` its Network and Address."""
     name = iface.name + ("" if iface.up else "*")
     errors = "0" if per_link else "-"
     return (
-        f"{name:<10.10} {iface.mtu:<5} {network:<13.13} {address:<17.17}"
-        f" {counted.rx_packets:>8} {errors:>5} {counted.rx_bytes:>10}"
+        f"{name:<10.10} {iface.mtu:<5} {place:<{NETWORK_ADDRESS}}"
+        f"{counted.rx_packets:>8} {errors:>5} {counted.rx_bytes:>10}"
         f" {counted.tx_packets:>8} {errors:>5} {counted.tx_bytes:>10} {errors:>5}\n"
     )
 
 
-def _address_columns(iface: Iface, address: Address) -> tuple[str, str]:
-    """(Network, Address) for an address row: IPv4's network as netstat shortens it; IPv6's
-    as `prefix/length` (a link-local's with its zone), a link-local address with the scope
-    the kernel keeps in its second 16 bits (`fe80:5::1`)."""
+def _link_place(iface: Iface) -> str:
+    """`<Link#N>` and the link's MAC (none on a loopback)."""
+    mac = iface.mac if iface.mac is not None and iface.kind != "loopback" else ""
+    return f"{f'<Link#{iface.index}>':<11.11} {mac}" + (" " if mac else "")
+
+
+def _address_place(iface: Iface, address: Address) -> str:
+    """Network and Address of an address's row: IPv4's network as netstat shortens it and
+    the address; IPv6's address with its zone (a link-local's) and length, then the address
+    with the scope the kernel keeps in its second 16 bits (`fe80:5::1`)."""
     ip = address.address
-    network = ip_network(f"{ip}/{address.prefixlen}", strict=False)
     if isinstance(ip, IPv4Address):
-        return _netstat_destination(network, iface.name), str(ip)
+        network = ip_network(f"{ip}/{address.prefixlen}", strict=False)
+        return f"{_netstat_destination(network, iface.name):<13.13} {ip!s:<15.15} "
+    zone, shown = "", str(ip)
     if ip.is_link_local:
-        scoped = IPv6Address(int(ip) | (iface.index << 96))
-        return f"{network.network_address}%{iface.name}/{network.prefixlen}", str(scoped)
-    return f"{network.network_address}/{network.prefixlen}", str(ip)
+        zone, shown = f"%{iface.name}", str(IPv6Address(int(ip) | (iface.index << 96)))
+    return f"{f'{ip}{zone}/{address.prefixlen}':<11.11} {shown:<17.17} "
 
 
 def interface_table(ifaces: Iterable[Iface], counters: Mapping[str, Counters]) -> str:
@@ -409,11 +417,9 @@ def interface_table(ifaces: Iterable[Iface], counters: Mapping[str, Counters]) -
     out = [INTERFACE_HEADER]
     for iface in sorted(ifaces, key=lambda i: i.index):
         counted = counters.get(iface.name, Counters())
-        mac = iface.mac if iface.mac is not None and iface.kind != "loopback" else ""
-        out.append(_interface_row(iface, f"<Link#{iface.index}>", mac, counted, True))
+        out.append(_interface_row(iface, _link_place(iface), counted, True))
         for address in sorted(iface.addresses, key=lambda a: _listed_at(iface, a)):
-            network, shown = _address_columns(iface, address)
-            out.append(_interface_row(iface, network, shown, counted, False))
+            out.append(_interface_row(iface, _address_place(iface, address), counted, False))
     return "".join(out)
 
 
