@@ -28,10 +28,16 @@ def make_lab() -> Iterator[LabFactory]:
 
     yield make
     for lab in labs:
-        _print_logs(lab)  # shown by pytest only when the test failed
-        lab.down()
+        taken_down(lab)
+
+
+def taken_down(lab: Lab) -> None:
+    """The lab's logs printed (pytest shows them when the test failed), the lab taken down,
+    and none of its namespaces left."""
+    _print_logs(lab)
+    lab.down()
     left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    assert not any(f"bbl-{lab.name}-" in left for lab in labs), left
+    assert f"bbl-{lab.name}-" not in left, left
 
 
 def _print_logs(lab: Lab, lines: int = 60) -> None:
@@ -46,22 +52,20 @@ def _print_logs(lab: Lab, lines: int = 60) -> None:
 
 
 @contextmanager
-def macos_lab(tag: str, nodes: int, topology: str, **options: Any) -> Iterator[Lab]:
-    """A lab of macOS nodes (`options`: Lab.create's), started and reachable; its logs
-    printed and the lab taken down at the end."""
+def macos_lab(
+    tag: str, nodes: int, topology: str, *, start: bool = True, within: float = WAIT, **options: Any
+) -> Iterator[Lab]:
+    """A lab of macOS nodes (`options`: Lab.create's, platform="mixed" for Linux ones in
+    between), started and reachable within `within` seconds unless `start` is False; taken
+    down at the end (taken_down)."""
     needs.netifaces()
-    lab = Lab.create(
-        f"{tag}{os.getpid() % 100000}",
-        nodes,
-        topology,
-        ["--mode", "always"],
-        platform="macos",
-        **options,
-    )
+    options.setdefault("platform", "macos")
+    name = f"{tag}{os.getpid() % 100000}"
+    lab = Lab.create(name, nodes, topology, ["--mode", "always"], **options)
     try:
-        lab.start_all()
-        lab.wait_reachable(WAIT)
+        if start:
+            lab.start_all()
+            lab.wait_reachable(within)
         yield lab
     finally:
-        _print_logs(lab)
-        lab.down()
+        taken_down(lab)

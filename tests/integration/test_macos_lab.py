@@ -24,7 +24,7 @@ from babbler.lab import Lab, Node, probe
 from babbler.lab.jobs import mlx_launch, ring_hostfile
 from babbler.lab.processes import alive, in_netns
 from tests import needs
-from tests.integration.conftest import _print_logs
+from tests.integration.conftest import macos_lab
 from tests.integration.helpers import WAIT, talk_through_a_pull, until
 
 
@@ -33,31 +33,11 @@ def netifaces_installed() -> None:
     needs.netifaces()
 
 
-def _lab(tag: str, nodes: int, topology: str, platform: str, bridged: bool = False) -> Lab:
-    name = f"m{os.getpid() % 100000}{tag}"
-    lab = Lab.create(
-        name, nodes, topology, ["--mode", "always"], platform=platform, bridged=bridged
-    )
-    return lab
-
-
-def _taken_down(lab: Lab) -> None:
-    _print_logs(lab)
-    lab.down()
-    left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    assert f"bbl-{lab.name}-" not in left, left
-
-
 @pytest.fixture(scope="module")
 def ring(netifaces_installed: None) -> Iterator[Lab]:
     """One macOS 4-ring for most scenarios (each leaves it as it found it)."""
-    lab = _lab("r", 4, "ring", "macos")
-    try:
-        lab.start_all()
-        lab.wait_reachable(WAIT)
+    with macos_lab("mr", 4, "ring") as lab:
         yield lab
-    finally:
-        _taken_down(lab)
 
 
 def babelds(lab: Lab, node: Node) -> list[int]:
@@ -143,8 +123,7 @@ def test_a_bench_responder_left_by_a_kill_9_is_ended_by_the_next_start(ring: Lab
 
 
 def test_a_clean_stop_puts_the_macos_settings_back(netifaces_installed: None) -> None:
-    lab = _lab("s", 2, "line", "macos")
-    try:
+    with macos_lab("ms", 2, "line", start=False) as lab:
         node = lab.nodes[0]
 
         def read() -> str:
@@ -159,8 +138,6 @@ def test_a_clean_stop_puts_the_macos_settings_back(netifaces_installed: None) ->
         assert lab.wait_exit(node, 15) == 0
         assert read() == "0\n"
         assert babelds(lab, node) == []
-    finally:
-        _taken_down(lab)
 
 
 def test_a_new_mac_s_thunderbolt_bridge_is_named_by_the_doctor_and_taken_out(
@@ -168,8 +145,7 @@ def test_a_new_mac_s_thunderbolt_bridge_is_named_by_the_doctor_and_taken_out(
 ) -> None:
     """From boot the ports are in bridge0 (no link-local: no mesh); the doctor fails naming
     them and the commands that take them out; those commands run; the mesh forms."""
-    lab = _lab("b", 2, "line", "macos", bridged=True)
-    try:
+    with macos_lab("mb", 2, "line", start=False, bridged=True) as lab:
         lab.start_all()
         node = lab.nodes[0]
         doctor = lab.exec(node, "babblerctl", "doctor", "--json")
@@ -186,17 +162,12 @@ def test_a_new_mac_s_thunderbolt_bridge_is_named_by_the_doctor_and_taken_out(
         after = lab.exec(node, "babblerctl", "doctor", "--json")
         [bridge] = [c for c in json.loads(after.stdout) if c["check"] == "thunderbolt bridge"]
         assert bridge["status"] == "ok"
-    finally:
-        _taken_down(lab)
 
 
 def test_a_mixed_ring_of_linux_and_macos_nodes_carries_both_families_and_a_job(
     netifaces_installed: None, tmp_path: Path
 ) -> None:
-    lab = _lab("x", 4, "ring", "mixed")
-    try:
-        lab.start_all()
-        lab.wait_reachable(WAIT)
+    with macos_lab("mx", 4, "ring", platform="mixed") as lab:
         platforms = [lab.status(n)["platform"] for n in lab.nodes]
         assert platforms == ["linux", "macos", "linux", "macos"]
         for source, target in ((0, 2), (1, 3), (0, 1)):
@@ -209,8 +180,6 @@ def test_a_mixed_ring_of_linux_and_macos_nodes_carries_both_families_and_a_job(
         assert ring_hostfile(lab.nodes[0], 4, 1) == hosts  # and the same on a Linux one
         results = mlx_job(lab, tmp_path / "mixed", hosts)
         assert all(r["size"] == 4 and r["all_sum_ok"] for r in results), results
-    finally:
-        _taken_down(lab)
 
 
 def commands_run(node: Node) -> list[str]:
@@ -320,8 +289,7 @@ def test_two_macs_with_two_cables_run_a_job_over_both(
     netifaces_installed: None, tmp_path: Path
 ) -> None:
     needs.mlx()
-    lab = _lab("c", 2, "line", "macos")
-    try:
+    with macos_lab("mc", 2, "line", start=False) as lab:
         lab.add_link(1, 2, prefix="vb")  # a second cable: en3 at each end
         lab.start_all()
         n1 = lab.nodes[0]
@@ -333,8 +301,6 @@ def test_two_macs_with_two_cables_run_a_job_over_both(
         print("bytes n1 sent per cable:", sent)
         assert sum(sent) >= 64 * 2**20, sent
         assert min(sent) >= 0.2 * sum(sent), f"one cable carried too little: {sent}"
-    finally:
-        _taken_down(lab)
 
 
 class Monitor:
@@ -373,64 +339,60 @@ def test_a_cable_address_appearing_flushes_no_route_over_its_link(
     its /31 has gone. babeld drops every route it learned over a link when the link's IPv4
     address appears (Linux's cause of a 64 s reroute outlier): the cable's /31 must be on
     the link before babeld meets it, so that babeld never sees it appear, each time."""
-    lab = _lab("f", 2, "line", "macos")
-    monitor = None
-    try:
-        lab.start_all()
-        lab.wait_reachable(WAIT)
+    with macos_lab("mf", 2, "line") as lab:
         n2 = lab.nodes[1]
         monitor = Monitor(n2)
-        until(lambda: any(line.startswith("add interface") for line in monitor.lines), WAIT)
-        mark = len(monitor.lines)
-        lab.add_link(1, 2, prefix="vb")  # en3 at both ends
+        try:
+            until(lambda: any(line.startswith("add interface") for line in monitor.lines), WAIT)
+            mark = len(monitor.lines)
+            lab.add_link(1, 2, prefix="vb")  # en3 at both ends
 
-        def routed(mark: int = mark) -> bool:  # babeld has the /31 on en3, a route over it
+            def routed(mark: int = mark) -> bool:  # babeld has the /31 on en3, a route over it
+                lines = monitor.lines[mark:]
+                addressed = any(" interface en3 " in f" {x} " and " ipv4 " in x for x in lines)
+                return addressed and any(x.startswith("add route") and x.endswith(" if en3")
+                                         for x in lines)  # fmt: skip
+
+            until(routed, WAIT, "babeld routes over en3, its /31 on it")
+            # The /31 comes from both ends' link-locals: learned from babeld's neighbour, it
+            # came after babeld met the far end, and babeld flushed the link's routes when it
+            # noticed it (interface.c check_interface_ipv4; the routes learned by then went,
+            # in a race the lab mostly wins but the 64 s outlier lost). Found first, it is there
+            # when babeld first reports the link, before any neighbour on it.
             lines = monitor.lines[mark:]
-            addressed = any(" interface en3 " in f" {x} " and " ipv4 " in x for x in lines)
-            return addressed and any(x.startswith("add route") and x.endswith(" if en3")
-                                     for x in lines)  # fmt: skip
+            addressed = next(i for i, x in enumerate(lines) if _en3(x) and " ipv4 " in x)
+            met = next(i for i, x in enumerate(lines) if x.startswith(NEIGHBOUR) and _en3(x))
+            assert addressed < met, f"babeld met en3's far end before its /31: {lines}"
+            over = [i for i, x in enumerate(lines) if x.endswith(" if en3")]
+            first = next(i for i in over if lines[i].startswith("add route"))
+            flushed = [lines[i] for i in over if i > first and lines[i].startswith("flush route")]
+            assert flushed == [], f"routes over en3 flushed when its address came: {lines}"
 
-        until(routed, WAIT, "babeld routes over en3, its /31 on it")
-        # The /31 comes from both ends' link-locals: learned from babeld's neighbour, it
-        # came after babeld met the far end, and babeld flushed the link's routes when it
-        # noticed it (interface.c check_interface_ipv4; the routes learned by then went,
-        # in a race the lab mostly wins but the 64 s outlier lost). Found first, it is there
-        # when babeld first reports the link, before any neighbour on it.
-        lines = monitor.lines[mark:]
-        addressed = next(i for i, x in enumerate(lines) if _en3(x) and " ipv4 " in x)
-        met = next(i for i, x in enumerate(lines) if x.startswith(NEIGHBOUR) and _en3(x))
-        assert addressed < met, f"babeld met en3's far end before its /31: {lines}"
-        over = [i for i, x in enumerate(lines) if x.endswith(" if en3")]
-        first = next(i for i in over if lines[i].startswith("add route"))
-        flushed = [lines[i] for i in over if i > first and lines[i].startswith("flush route")]
-        assert flushed == [], f"routes over en3 flushed when its address came: {lines}"
-
-        # Pulled out: a Mac keeps the port up, `status: inactive`, without its link-local
-        # (so the /31 goes at once); babeld lets en3 go. Plugged back: the /31 before the
-        # neighbour again (the probe of its first appearance must not count).
-        lab.plug(1, 2, up=False, prefix="vb")
-        shown = lab.exec(n2, "ifconfig", "en3").stdout
-        assert "<UP," in shown and "status: inactive" in shown, shown
-        until(lambda: not ipv4_on(lab, n2, "en3"), WAIT, "en3's /31 given back")
-        until(lambda: any(x.startswith("flush interface en3") for x in monitor.lines[mark:]),
-              WAIT, "babeld lets en3 go")  # fmt: skip
-        mark = len(monitor.lines)
-        lab.plug(1, 2, prefix="vb")
-        until(lambda: routed(mark), WAIT, "babeld routes over en3 again")
-        lines = monitor.lines[mark:]
-        lines = lines[next(i for i, x in enumerate(lines) if x.startswith("add interface en3")) :]
-        addressed = next(i for i, x in enumerate(lines) if _en3(x) and " ipv4 " in x)
-        # (babeld lets the last appearance's neighbour go late: "change", then "flush")
-        met = next(i for i, x in enumerate(lines) if x.startswith("add neighbour") and _en3(x))
-        assert addressed < met, f"plugged back, babeld met en3's far end first: {lines}"
-        over = [i for i, x in enumerate(lines) if x.endswith(" if en3")]
-        first = next(i for i in over if lines[i].startswith("add route"))
-        flushed = [lines[i] for i in over if i > first and lines[i].startswith("flush route")]
-        assert flushed == [], f"plugged back, routes over en3 flushed: {lines}"
-    finally:
-        if monitor is not None:
+            # Pulled out: a Mac keeps the port up, `status: inactive`, without its link-local
+            # (so the /31 goes at once); babeld lets en3 go. Plugged back: the /31 before the
+            # neighbour again (the probe of its first appearance must not count).
+            lab.plug(1, 2, up=False, prefix="vb")
+            shown = lab.exec(n2, "ifconfig", "en3").stdout
+            assert "<UP," in shown and "status: inactive" in shown, shown
+            until(lambda: not ipv4_on(lab, n2, "en3"), WAIT, "en3's /31 given back")
+            until(lambda: any(x.startswith("flush interface en3") for x in monitor.lines[mark:]),
+                  WAIT, "babeld lets en3 go")  # fmt: skip
+            mark = len(monitor.lines)
+            lab.plug(1, 2, prefix="vb")
+            until(lambda: routed(mark), WAIT, "babeld routes over en3 again")
+            lines = monitor.lines[mark:]
+            back = next(i for i, x in enumerate(lines) if x.startswith("add interface en3"))
+            lines = lines[back:]
+            addressed = next(i for i, x in enumerate(lines) if _en3(x) and " ipv4 " in x)
+            # (babeld lets the last appearance's neighbour go late: "change", then "flush")
+            met = next(i for i, x in enumerate(lines) if x.startswith("add neighbour") and _en3(x))
+            assert addressed < met, f"plugged back, babeld met en3's far end first: {lines}"
+            over = [i for i, x in enumerate(lines) if x.endswith(" if en3")]
+            first = next(i for i in over if lines[i].startswith("add route"))
+            flushed = [lines[i] for i in over if i > first and lines[i].startswith("flush route")]
+            assert flushed == [], f"plugged back, routes over en3 flushed: {lines}"
+        finally:
             monitor.close()
-        _taken_down(lab)
 
 
 REROUTE_WITHIN = 30.0  # s, generous: 0.8-1.1 s on Linux; the flush outlier took 64 s
@@ -469,10 +431,7 @@ def test_the_ring_reroutes_around_a_dead_mac_in_both_families(
     """A 10-ring of macOS nodes; the node opposite n1 loses power, twice (brought back in
     between): each time the other nine reach each other's node addresses again, IPv6 and
     IPv4, within a generous bound (bench/convergence.py --platform macos measures it)."""
-    lab = _lab("k", 10, "ring", "macos")
-    try:
-        lab.start_all()
-        lab.wait_reachable(WAIT * 3)
+    with macos_lab("mk", 10, "ring", within=WAIT * 3) as lab:
         victim = lab.nodes[5]
         rest = [n for n in lab.nodes if n is not victim]
         for run in (1, 2):
@@ -487,5 +446,3 @@ def test_the_ring_reroutes_around_a_dead_mac_in_both_families(
                 if victim.index in (a, b):
                     lab.plug(a, b)
             lab.start(victim)
-    finally:
-        _taken_down(lab)

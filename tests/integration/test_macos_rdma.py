@@ -7,7 +7,6 @@ ready, as a Mac with RDMA off or without its devices."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,25 +16,16 @@ from typing import Any
 import pytest
 
 from babbler.lab import Lab, Node
-from tests import needs
+from tests.integration.conftest import macos_lab
 from tests.integration.helpers import WAIT, until
-from tests.integration.test_macos_lab import _taken_down
 
 LAB_CLI = Path(sys.executable).parent / "babbler-lab"
 
 
 @pytest.fixture(scope="module")
 def macs() -> Iterator[Lab]:
-    needs.netifaces()
-    # BABBLER_TEST_LAB_PREFIX: labs of one person's runs told apart from another's
-    name = f"{os.environ.get('BABBLER_TEST_LAB_PREFIX', '')}rd{os.getpid() % 100000}"
-    lab = Lab.create(name, 3, "ring", ["--mode", "always"], platform="macos", speed_gbps=80)
-    try:
-        lab.start_all()
-        lab.wait_reachable(WAIT)
+    with macos_lab("rd", 3, "ring", speed_gbps=80) as lab:
         yield lab
-    finally:
-        _taken_down(lab)
 
 
 def doctor(lab: Lab, node: Node) -> dict[str, dict[str, Any]]:
