@@ -6,7 +6,6 @@ and the caller is told that it could not be persisted.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from babbler.core.addressing import (
     random_node_id,
 )
 from babbler.core.errors import EnvironmentProblem
+from babbler.host.whole import replace_whole
 
 FILE_NAME = "node-id"
 
@@ -29,18 +29,11 @@ class NodeId:
 
 
 def write_state_file(state_dir: Path, name: str, text: str) -> str | None:
-    """Atomically replace `<state_dir>/<name>` (mode 0600, never through a symlink).
-    Returns None, or the reason it failed."""
+    """Replace `<state_dir>/<name>` whole (host/whole.py; mode 0600, never through a
+    symlink). Returns None, or the reason it failed."""
     path = state_dir / name
-    tmp = state_dir / f".{name}.tmp"
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-        try:
-            os.write(fd, text.encode())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
+        replace_whole(path, text.encode(), 0o600)
     except OSError as error:
         return f"{path}: {error.strerror or error}"
     return None

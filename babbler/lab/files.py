@@ -13,9 +13,9 @@ from __future__ import annotations
 import errno
 import os
 import stat
-import tempfile
 from pathlib import Path
 
+from babbler.host.whole import replace_whole
 from babbler.lab.topology import LabError
 
 # Traversable by everyone: unprivileged users reach the nodes' sockets under it, and read
@@ -106,17 +106,9 @@ def open_log(path: Path) -> int:
 
 
 def write_file(path: Path, text: str) -> None:
-    """Write `path` whole: a fresh file (O_CREAT|O_EXCL|O_NOFOLLOW, as mkstemp opens it)
-    renamed over the old one, which replaces a symlink there instead of following it."""
-    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as out:
-            os.fchmod(out.fileno(), FILE_MODE)
-            out.write(text)
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
+    """Write `path` whole (host/whole.py: a fresh file renamed over the old one, which
+    replaces a symlink there instead of following it). Raises OSError."""
+    replace_whole(path, text.encode(), FILE_MODE)
 
 
 def read_file(path: Path, limit: int, owned: bool = True) -> bytes:

@@ -7,7 +7,6 @@ Each failure is one line (EnvironmentProblem), never a traceback.
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import subprocess
 import time
@@ -18,6 +17,7 @@ from babbler.client import Client
 from babbler.client.errors import ClientError
 from babbler.core.config import Config, merge
 from babbler.core.errors import EnvironmentProblem
+from babbler.host.whole import replace_whole
 from babbler.service import plan
 
 Say = Callable[[str], None]
@@ -65,14 +65,9 @@ def write(path: Path, text: str, mode: int = 0o644) -> bool:
     Raises EnvironmentProblem (one line) when it cannot."""
     if read(path) == text:
         return False
-    temporary = path.with_name(f".{path.name}.new")
     try:
         path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode)
-        with os.fdopen(fd, "w", encoding="utf-8") as file:
-            file.write(text)
-        os.chmod(temporary, mode)
-        os.replace(temporary, path)
+        replace_whole(path, text.encode(), mode)
     except OSError as error:
         raise EnvironmentProblem(f"could not write {path}: {error.strerror}") from None
     return True

@@ -5,11 +5,9 @@ all, and pictures drawn with Graphviz's `dot`."""
 from __future__ import annotations
 
 import errno
-import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,6 +16,7 @@ import click
 
 from babbler.core.errors import BabblerError
 from babbler.core.printable import escape
+from babbler.host.whole import replace_whole
 
 
 def run_command(prog: str, fn: Callable[[], object]) -> None:
@@ -115,46 +114,14 @@ FILE_MODE = 0o644  # whoever reads it (a job's user, node_exporter) may not be i
 
 
 def write_whole(data: str | bytes, output: Path) -> None:
-    """Replace `output` with `data` (text as UTF-8; mode 0644) whole or not at all: a job
-    must never read half a hostfile, nor node_exporter half a metrics file. A temporary file
-    beside it (mkstemp's: new, unguessable, never one someone put there, and not named *.prom,
-    which the textfile collector would read), flushed to disk, renamed over it; the directory
-    synced after. Raises BabblerError in one line naming `output` and what to do; the
-    temporary file never stays."""
+    """Replace `output` with `data` (text as UTF-8; mode 0644) whole or not at all
+    (host/whole.py): a job must never read half a hostfile, nor node_exporter half a metrics
+    file. Raises BabblerError in one line naming `output` and what to do."""
     raw = data.encode() if isinstance(data, str) else data
     try:
-        fd, name = tempfile.mkstemp(dir=output.parent, prefix=f".{output.name}.", suffix=".partial")
+        replace_whole(output, raw, FILE_MODE)
     except OSError as error:
         raise _cannot_write(output, error) from None
-    temporary = Path(name)
-    try:
-        with os.fdopen(fd, "wb") as file:
-            os.fchmod(file.fileno(), FILE_MODE)  # mkstemp's 0600 whatever the umask
-            file.write(raw)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, output)
-    except OSError as error:
-        temporary.unlink(missing_ok=True)
-        raise _cannot_write(output, error) from None
-    except BaseException:  # Ctrl-C while writing: the old file stays, nothing is left
-        temporary.unlink(missing_ok=True)
-        raise
-    _sync_directory(output.parent)
-
-
-def _sync_directory(directory: Path) -> None:
-    """The rename made durable; a file system that cannot sync a directory is left be."""
-    try:
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def _cannot_write(output: Path, error: OSError) -> BabblerError:
