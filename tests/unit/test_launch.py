@@ -70,3 +70,16 @@ def test_held_cable_addresses_are_announced_from_the_loopback_only_where_detours
         "redistribute local deny",
     ]
     assert "redistribute local ip 10.77.128.0/17 if lo" not in lines["macos"]
+
+
+def test_babelds_default_hellos_are_the_meshs_so_a_lost_request_is_sent_again_soon(
+    tmp_path: Path,
+) -> None:
+    """babeld sends an unanswered seqno request again after half its *default* hello
+    interval (at most 2 s), not its links': `-h`/`-H` give it the mesh's, before `-c`."""
+    config = Config(run_dir=tmp_path / "run", state_dir=tmp_path / "state", hello_interval=0.1)
+    ipv4 = Ipv4.load(None, tmp_path, 0x1A2B3C4D5E6F)
+    built = launch_for(config, None, ipv4, 0x1A2B3C4D5E6F, "02:00:00:00:00:00:00:01", "e1", None)
+    words = built.args()
+    assert words[1:5] == ["-h", "0.1", "-H", "0.1"] and words.index("-c") == 5
+    assert "hello-interval 0.1" in " ".join(words)  # each link's own, as before
