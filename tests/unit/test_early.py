@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -40,3 +42,13 @@ def test_on_demand_and_a_missing_babeld_do_not_start_early(tmp_path: Path) -> No
 def test_the_macos_platform_never_starts_early(tmp_path: Path) -> None:
     """macOS has no sysfs and no death signal: in the lab too, its babeld starts later."""
     assert why_not(replace(config(tmp_path), platform=MACOS)) == "not on macOS"
+
+
+def test_the_early_start_imports_no_file_writer_machinery() -> None:
+    """The early start is about babeld's exec coming first: tempfile (and the shutil and
+    random it brings, ~4.7 ms) is imported only when a file is written (host/whole.py)."""
+    code = (
+        "import sys, babbler.daemon.early; print(sorted({'tempfile', 'shutil'} & set(sys.modules)))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]", done.stdout
