@@ -85,10 +85,10 @@ class Launch:
     node_range: str
     first_interface: str
     interface_options: str
+    hello_interval: float  # seconds: babeld's default hellos (-h, -H), the links' own
     key_lines: str = field(default="", repr=False)  # the mesh key: secret, never logged
     ipv4_filters: tuple[str, ...] = ()  # daemon/ipv4.py: babeld_filters()
     tied: bool = True  # babeld dies with babblerd (Platform.children_die_with_babblerd)
-    hello_interval: float | None = None  # seconds: babeld's default hellos (-h, -H)
 
     @classmethod
     def build(
@@ -132,8 +132,6 @@ class Launch:
         dropped the request) and an urgent update are sent again after it, doubling, three
         times. Without them it stays 2 s at any hello, twice the down hold at 0.1 s hellos,
         and a node still connected was told `down` (test_calm in CI); with them, 50 ms."""
-        if self.hello_interval is None:
-            return []
         seconds = f"{self.hello_interval:g}"
         return ["-h", seconds, "-H", seconds]
 
@@ -154,8 +152,9 @@ class Launch:
             *learn,
             IN_DENY,
         ]
-        args = [self.program, *self._default_hellos()]
-        args += [
+        args = [
+            self.program,
+            *self._default_hellos(),
             *("-c", str(f.config), "-G", str(f.socket), "-I", str(f.pid), "-S", str(f.state)),
             *(word for line in filters for word in ("-C", line)),
         ]
