@@ -24,7 +24,7 @@ from babbler.core.addressing import format_node_id
 from babbler.core.addrplan import AddressPlan, plan_v4
 from babbler.core.errors import KernelError
 from babbler.core.links import AddressChange, Link, Links, Selector
-from babbler.core.table import MeshTable, interface_view, neighbour_view
+from babbler.core.table import Applied, MeshTable, interface_view, neighbour_view
 from babbler.daemon.farprobe import PROBE_EVERY, PROBE_FOR
 from babbler.daemon.ipv4 import Cabled, Ipv4
 from babbler.daemon.links.kernel import Kernel
@@ -64,6 +64,15 @@ def cable_ends_of(table: MeshTable) -> tuple[dict[str, IPv6Address], list[tuple[
         if view["address"] and view["interface"]:
             neighbours.append((view["interface"], IPv6Address(view["address"])))
     return interfaces, neighbours
+
+
+def moves_cables(applied: Applied) -> bool:
+    """Whether a change of babeld's table may move what `cable_ends_of` reads: any change of
+    a link babeld has (up or down, its link-local: a `change` babeld says when DAD ends or
+    the link comes up) and a neighbour come or gone; not a neighbour's `change` (its costs,
+    every few hellos)."""
+    kind = applied.entry.kind
+    return kind == "interface" or (kind == "neighbour" and applied.verb != "change")
 
 
 Appearance = tuple[str, int]  # a link's name and index: one time it is there to use

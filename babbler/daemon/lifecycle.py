@@ -30,7 +30,7 @@ from babbler.daemon.fanout import Hub, Limits
 from babbler.daemon.hostcare import HostCare, MeshFacts
 from babbler.daemon.identity import Identity
 from babbler.daemon.ipv4 import Ipv4
-from babbler.daemon.ipv4_service import Ipv4Service
+from babbler.daemon.ipv4_service import Ipv4Service, moves_cables
 from babbler.daemon.launcher import Launcher, Reads
 from babbler.daemon.links.kernel import KERNEL_DEADLINE, Guarded, Kernel
 from babbler.daemon.log import configure as configure_logging
@@ -204,7 +204,7 @@ class Daemon:
         self.view.publish_fact(fact)
         if not isinstance(fact, Applied):
             return
-        if fact.entry.kind in ("neighbour", "interface") and fact.verb != "change":
+        if moves_cables(fact):
             self.reconcile.cables_changed.notify()  # a cable's ends may have come or gone
         if fact.entry.kind == "route":
             self.moves.observe(fact)  # the collision watch

@@ -34,7 +34,7 @@ from babbler.core.table import MeshTable
 from babbler.daemon.hostcare import HostCare
 from babbler.daemon.ipv4_service import Ipv4Service
 from babbler.daemon.links.kernel import Kernel
-from babbler.daemon.wakeup import Signal
+from babbler.daemon.wakeup import Signal, run_on
 
 log = structlog.get_logger("babbler.daemon")
 
@@ -158,11 +158,7 @@ class Reconcile:
         """babeld's links and neighbours make the cable addresses (and their sizes): a
         pass when they change, when a cable held after its neighbour left is due to go, and
         after an IPv4 node address moved."""
-        while True:
-            changed = self.cables_changed.event()
-            with trio.move_on_at(self._ipv4.next_expiry()):
-                await changed.wait()
-            await self.refresh()
+        await run_on(self.cables_changed, self.refresh, self._ipv4.next_expiry)
 
     def node_answered(self, node: int, info: dict[str, Any]) -> None:
         """Another node's info came: it may hold our IPv4 node address (a collision), or

@@ -1,7 +1,9 @@
-"""trio wake-ups: `Signal`, a broadcast a waiter cannot miss; `wait_any`; `rerun_on`."""
+"""trio wake-ups: `Signal`, a broadcast a waiter cannot miss; `wait_any`; `run_on`;
+`rerun_on`."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable, Iterable
 
 import trio
@@ -36,6 +38,23 @@ async def wait_any(events: Iterable[trio.Event]) -> None:
 
         for event in events:
             nursery.start_soon(wait, event)
+
+
+async def run_on(
+    signal: Signal,
+    run: Callable[[], Awaitable[object]],
+    until: Callable[[], float] = lambda: math.inf,
+) -> None:
+    """Until cancelled: `run()` each time `signal` notifies, or when the trio time `until()`
+    (asked before each wait) comes first. The event is taken before each run, so a notify
+    while `run` runs (what it read may be old already) brings one more run after it; taken
+    after, that notify was lost, and nothing might come again to make up for it."""
+    event = signal.event()
+    while True:
+        with trio.move_on_at(until()):
+            await event.wait()
+        event = signal.event()
+        await run()
 
 
 async def rerun_on(signal: Signal, run: Callable[[], Awaitable[object]]) -> None:
